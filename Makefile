@@ -1,0 +1,33 @@
+# Thin wrapper over CMake presets. Each target installs what it needs first.
+PRESET ?= default
+BUILD_DIR := build/$(PRESET)
+JOBS ?= $(shell nproc)
+
+.PHONY: all deps configure build demo test test-asan test-tsan clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+configure: deps
+	@cmake --preset $(PRESET) >/dev/null
+
+build: configure
+	@cmake --build --preset $(PRESET) -j $(JOBS)
+
+# The main job: two processes on shm, single and paged writes, every byte verified.
+demo: build
+	@$(BUILD_DIR)/tools/fabric-demo --provider shm --json demo-results.json
+
+test: build
+	@ctest --preset $(PRESET) -j $(JOBS)
+
+test-asan:
+	@$(MAKE) --no-print-directory test PRESET=asan
+
+test-tsan:
+	@$(MAKE) --no-print-directory test PRESET=tsan
+
+clean:
+	rm -rf build

@@ -1,0 +1,106 @@
+#pragma once
+// TransferEngine: the whole public API. Contract in docs/api.md.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "fabric/completion.hpp"
+#include "fabric/device.hpp"
+#include "fabric/imm_counter.hpp"
+#include "fabric/memory.hpp"
+#include "fabric/net_addr.hpp"
+#include "fabric/requests.hpp"
+#include "fabric/status.hpp"
+
+namespace fabric {
+
+struct EngineConfig {
+  // "shm", "tcp" (tcp;ofi_rxm), "sockets", "udp" (udp;ofi_rxd), "efa", any
+  // other libfabric provider string, or "auto" (the first RDM provider that
+  // offers what the engine needs).
+  std::string provider = "shm";
+  // Domains (NICs or provider instances) per group; all peers must agree.
+  std::uint32_t domains_per_group = 1;
+  // IP-based providers bind here and nowhere else.
+  std::string bind_address = "127.0.0.1";
+  // Largest SEND a peer may send us; advertised in our NetAddr.
+  std::uint32_t max_message_size = 64 * 1024;
+  // Submissions accepted but not yet completed, per engine, before submit_*
+  // returns Errc::again.
+  std::uint32_t max_outstanding_requests = 16384;
+  // Registered staging slots for outgoing SENDs (each max_message_size bytes).
+  std::uint32_t send_slots = 64;
+  // Worker idle policy: spin this long after the last activity, then yield,
+  // then sleep up to idle_sleep between polls (a submission wakes it at once).
+  // busy_poll keeps the worker spinning forever (lowest latency, one core).
+  std::chrono::microseconds idle_spin{50};
+  std::chrono::microseconds idle_yield{1000};
+  std::chrono::microseconds idle_sleep{200};
+  bool busy_poll = false;
+  // Bound on reg_mr/dereg_mr/submit_recvs waiting for the worker.
+  std::chrono::milliseconds control_timeout{10000};
+  // Bound on stop() waiting for posted work to drain before failing it.
+  std::chrono::milliseconds drain_timeout{2000};
+};
+
+// A received message; data points into an engine buffer that is re-posted
+// when the callback returns.
+using RecvCallback = std::function<void(std::span<const std::byte> data)>;
+// Runs on the callback thread when an expected count is reached.
+using ImmCallback = std::function<void(std::uint32_t imm, std::uint64_t count)>;
+
+class TransferEngine {
+ public:
+  static Result<std::unique_ptr<TransferEngine>> create(const EngineConfig& config);
+  ~TransferEngine();  // stop()s
+  TransferEngine(const TransferEngine&) = delete;
+  TransferEngine& operator=(const TransferEngine&) = delete;
+
+  [[nodiscard]] const NetAddr& main_address() const noexcept;
+  [[nodiscard]] const EngineConfig& config() const noexcept;
+  [[nodiscard]] std::size_t num_domains() const noexcept;
+
+  // Registers [ptr, ptr+len) on every Domain. Remote peers get only `access`.
+  Result<Registered> reg_mr(void* ptr, std::size_t len, Device device = Device::host(),
+                            Access access = Access::remote_write);
+  // Revokes the registration on every Domain; later writes to it fail on the
+  // writer's side. Waits for local transfers still using it as a source.
+  Status dereg_mr(const MrHandle& handle);
+
+  // All submit_* calls return at once. A non-ok return means nothing was sent
+  // and on_done will not be called; otherwise on_done is delivered exactly once.
+  Status submit_send(const NetAddr& to, std::span<const std::byte> message, OnDone on_done);
+  // Posts `count` buffers of `len` bytes (len >= config().max_message_size).
+  Status submit_recvs(std::size_t len, std::uint32_t count, RecvCallback on_recv);
+  Status submit_single_write(const SingleWrite& request, OnDone on_done);
+  Status submit_paged_writes(const PagedWrite& request, OnDone on_done);
+  Status submit_imm(std::uint32_t imm, const MrDesc& dst, OnDone on_done);
+
+  // Calls back once `count` WRITEs carrying `imm` have landed here. Arrivals
+  // before this call count; arrivals beyond `count` carry over to the next
+  // expectation (or counter) of the same imm. Expectations of one imm are
+  // served in the order they were made.
+  Status expect_imm_count(std::uint32_t imm, std::uint64_t count, ImmCallback on_reached);
+  // A pollable counter for `imm`; all later arrivals (and the ones not yet
+  // consumed by expectations) go to it. One counter per imm value.
+  Result<std::shared_ptr<ImmCounter>> imm_counter(std::uint32_t imm);
+  // Detaches the counter of `imm`; later arrivals are counted internally again.
+  Status release_imm_counter(std::uint32_t imm);
+
+  // Drains or fails all outstanding work, then joins every thread. Idempotent.
+  void stop();
+
+  struct Impl;
+
+ private:
+  explicit TransferEngine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fabric

@@ -1,0 +1,12 @@
+#pragma once
+// Umbrella header for fabric-lib.
+
+#include "fabric/completion.hpp"
+#include "fabric/device.hpp"
+#include "fabric/engine.hpp"
+#include "fabric/imm_counter.hpp"
+#include "fabric/memory.hpp"
+#include "fabric/net_addr.hpp"
+#include "fabric/requests.hpp"
+#include "fabric/status.hpp"
+#include "fabric/version.hpp"

@@ -1,0 +1,99 @@
+#pragma once
+// Registered memory: MrHandle is the local side (a transfer's source), MrDesc
+// the serialisable remote side (a transfer's destination).
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fabric/device.hpp"
+#include "fabric/net_addr.hpp"
+#include "fabric/status.hpp"
+
+namespace fabric {
+
+namespace detail {
+struct Registration;
+}
+
+// What remote peers may do to a registration. Local use as a source is always allowed.
+enum class Access : std::uint32_t {
+  remote_write = 1u << 0,
+  remote_read = 1u << 1,
+};
+constexpr Access operator|(Access a, Access b) noexcept {
+  return static_cast<Access>(static_cast<std::uint32_t>(a) | static_cast<std::uint32_t>(b));
+}
+constexpr bool has_access(Access set, Access bit) noexcept {
+  return (static_cast<std::uint32_t>(set) & static_cast<std::uint32_t>(bit)) != 0;
+}
+
+// Shared, cheap to copy. Becomes invalid after dereg_mr().
+class MrHandle {
+ public:
+  MrHandle() = default;
+  explicit MrHandle(std::shared_ptr<detail::Registration> registration)
+      : registration_(std::move(registration)) {}
+
+  [[nodiscard]] bool valid() const noexcept;
+  [[nodiscard]] void* data() const noexcept;
+  [[nodiscard]] std::size_t size() const noexcept;
+  [[nodiscard]] Device device() const noexcept;
+  [[nodiscard]] const std::shared_ptr<detail::Registration>& registration() const noexcept {
+    return registration_;
+  }
+
+ private:
+  std::shared_ptr<detail::Registration> registration_;
+};
+
+// How one Domain of the owner reaches the region: the remote address of offset 0
+// (the virtual address, or 0 on providers that address by offset) and the key.
+struct RemoteKey {
+  std::uint64_t addr_base = 0;
+  std::uint64_t rkey = 0;
+  friend bool operator==(const RemoteKey&, const RemoteKey&) = default;
+};
+
+// Immutable and cheap to copy. Wire format (version 1) in docs/api.md#wire-formats.
+class MrDesc {
+ public:
+  static constexpr std::uint8_t kWireVersion = 1;
+
+  MrDesc() = default;
+  static Result<MrDesc> make(NetAddr owner, std::uint64_t base, std::uint64_t length,
+                             std::vector<RemoteKey> keys);
+
+  static Result<MrDesc> decode(std::span<const std::byte> bytes);
+  // Accepts the output of to_string().
+  static Result<MrDesc> parse(std::string_view text);
+  [[nodiscard]] std::vector<std::byte> encode() const;
+  // Printable and parseable: "fmd1:" followed by the hex of encode().
+  [[nodiscard]] std::string to_string() const;
+
+  [[nodiscard]] bool empty() const noexcept { return data_ == nullptr; }
+  [[nodiscard]] const NetAddr& owner() const;
+  // The owner's virtual address of the region (informational).
+  [[nodiscard]] std::uint64_t base() const noexcept;
+  [[nodiscard]] std::uint64_t size() const noexcept;
+  // One per Domain of the owner, in Domain order.
+  [[nodiscard]] std::span<const RemoteKey> keys() const noexcept;
+
+  friend bool operator==(const MrDesc& a, const MrDesc& b);
+
+ private:
+  struct Data;
+  std::shared_ptr<const Data> data_;
+};
+
+// reg_mr()'s result.
+struct Registered {
+  MrHandle handle;
+  MrDesc desc;
+};
+
+}  // namespace fabric

@@ -1,0 +1,68 @@
+#pragma once
+// Requests are plain values: build one, hand it to a submit_* call.
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "fabric/memory.hpp"
+
+namespace fabric {
+
+// A local source range.
+struct LocalSlice {
+  MrHandle mr;
+  std::uint64_t offset = 0;
+};
+
+// A remote destination range.
+struct RemoteSlice {
+  MrDesc mr;
+  std::uint64_t offset = 0;
+};
+
+// Page i of a paged write starts at offset + indices[i] * stride.
+struct Pages {
+  std::vector<std::uint32_t> indices;
+  std::uint64_t stride = 0;
+  std::uint64_t offset = 0;
+};
+
+// Which Domains of the group carry a single write.
+struct WriteRouting {
+  enum class Mode : std::uint8_t { shard, pin };
+  Mode mode = Mode::shard;
+  // shard: split into this many pieces, round robin from Domain 0; 0 means one per Domain.
+  std::uint32_t num_shards = 0;
+  // pin: the Domain that carries the whole write.
+  std::uint32_t domain = 0;
+
+  static constexpr WriteRouting all_domains() noexcept { return {Mode::shard, 0, 0}; }
+  static constexpr WriteRouting shards(std::uint32_t n) noexcept { return {Mode::shard, n, 0}; }
+  static constexpr WriteRouting pinned(std::uint32_t domain) noexcept {
+    return {Mode::pin, 1, domain};
+  }
+};
+
+// The largest single RDMA WRITE the engine posts. A piece longer than this is
+// split further, each part carrying the immediate (see docs/api.md, imm counts).
+inline constexpr std::uint64_t kMaxWriteBytes = std::uint64_t{1} << 30;
+
+struct SingleWrite {
+  std::uint64_t length = 0;
+  std::optional<std::uint32_t> imm;
+  LocalSlice src;
+  RemoteSlice dst;
+  WriteRouting routing = WriteRouting::all_domains();
+};
+
+struct PagedWrite {
+  std::uint64_t page_length = 0;
+  std::optional<std::uint32_t> imm;
+  MrHandle src;
+  Pages src_pages;
+  MrDesc dst;
+  Pages dst_pages;
+};
+
+}  // namespace fabric

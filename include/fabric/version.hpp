@@ -1,0 +1,7 @@
+#pragma once
+
+namespace fabric {
+inline constexpr int kVersionMajor = 0;
+inline constexpr int kVersionMinor = 1;
+inline constexpr int kVersionPatch = 0;
+}  // namespace fabric

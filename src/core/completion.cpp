@@ -1,0 +1,64 @@
+#include "fabric/completion.hpp"
+
+#include <thread>
+
+#include "common/backoff.hpp"
+
+namespace fabric {
+
+void CompletionFlag::complete(Status status) {
+  status_ = std::move(status);
+  state_.store(1, std::memory_order_release);
+}
+
+Status CompletionFlag::status() const {
+  if (!done()) return {Errc::again, "not completed yet"};
+  return status_;
+}
+
+Status CompletionFlag::wait(std::chrono::nanoseconds timeout) const {
+  const bool reached = wait_until(timeout, [this] { return done(); });
+  if (!reached) return {Errc::timeout, "completion flag not set within the timeout"};
+  return status_;
+}
+
+void CompletionCounter::complete(const Status& status) {
+  if (status.ok()) {
+    ok_.fetch_add(1, std::memory_order_acq_rel);
+    return;
+  }
+  {
+    std::lock_guard lock(error_mutex_);
+    if (first_error_.ok()) first_error_ = status;
+  }
+  failed_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+Status CompletionCounter::first_error() const {
+  std::lock_guard lock(error_mutex_);
+  return first_error_;
+}
+
+Status CompletionCounter::wait(std::uint64_t n, std::chrono::nanoseconds timeout) const {
+  const bool reached = wait_until(timeout, [&] { return completed() >= n; });
+  if (failed() > 0) return first_error();
+  if (!reached) {
+    return {Errc::timeout, "completion counter did not reach the target within the timeout"};
+  }
+  return Status::success();
+}
+
+void OnDone::deliver(const Status& status) {
+  std::visit(
+      [&](auto& target) {
+        using T = std::decay_t<decltype(target)>;
+        if constexpr (std::is_same_v<T, DoneCallback>) {
+          if (target) target(status);
+        } else if constexpr (!std::is_same_v<T, std::monostate>) {
+          if (target) target->complete(status);
+        }
+      },
+      target_);
+}
+
+}  // namespace fabric

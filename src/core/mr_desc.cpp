@@ -1,0 +1,130 @@
+#include <fmt/format.h>
+
+#include "common/checked.hpp"
+#include "common/wire.hpp"
+#include "fabric/memory.hpp"
+
+namespace fabric {
+
+struct MrDesc::Data {
+  NetAddr owner;
+  std::uint64_t base = 0;
+  std::uint64_t length = 0;
+  std::vector<RemoteKey> keys;
+};
+
+namespace {
+constexpr std::uint8_t kMagic[3] = {'F', 'M', 'D'};
+constexpr std::string_view kTextPrefix = "fmd1:";
+
+Status malformed(std::string_view what) {
+  return {Errc::malformed, fmt::format("MrDesc: {}", what)};
+}
+}  // namespace
+
+Result<MrDesc> MrDesc::make(NetAddr owner, std::uint64_t base, std::uint64_t length,
+                            std::vector<RemoteKey> keys) {
+  if (owner.empty()) return malformed("owner NetAddr is empty");
+  if (length == 0) return malformed("length is 0");
+  if (!checked::add(base, length)) {
+    return malformed(fmt::format("base {:#x} + length {} overflows", base, length));
+  }
+  if (keys.size() != owner.num_domains()) {
+    return malformed(fmt::format("{} keys for an owner with {} domains", keys.size(),
+                                 owner.num_domains()));
+  }
+  auto data = std::make_shared<Data>();
+  data->owner = std::move(owner);
+  data->base = base;
+  data->length = length;
+  data->keys = std::move(keys);
+  MrDesc d;
+  d.data_ = std::move(data);
+  return d;
+}
+
+const NetAddr& MrDesc::owner() const {
+  static const NetAddr kEmpty;
+  return data_ ? data_->owner : kEmpty;
+}
+std::uint64_t MrDesc::base() const noexcept { return data_ ? data_->base : 0; }
+std::uint64_t MrDesc::size() const noexcept { return data_ ? data_->length : 0; }
+std::span<const RemoteKey> MrDesc::keys() const noexcept {
+  return data_ ? std::span<const RemoteKey>(data_->keys) : std::span<const RemoteKey>();
+}
+
+bool operator==(const MrDesc& a, const MrDesc& b) {
+  if (a.data_ == b.data_) return true;
+  if (!a.data_ || !b.data_) return false;
+  return a.data_->owner == b.data_->owner && a.data_->base == b.data_->base &&
+         a.data_->length == b.data_->length && a.data_->keys == b.data_->keys;
+}
+
+std::vector<std::byte> MrDesc::encode() const {
+  wire::Writer w;
+  for (auto m : kMagic) w.u8(m);
+  w.u8(kWireVersion);
+  w.u64(base());
+  w.u64(size());
+  const auto owner_bytes = owner().encode();
+  w.u16(static_cast<std::uint16_t>(owner_bytes.size()));
+  w.bytes(owner_bytes);
+  const auto k = keys();
+  w.u8(static_cast<std::uint8_t>(k.size()));
+  for (const auto& key : k) {
+    w.u64(key.addr_base);
+    w.u64(key.rkey);
+  }
+  return std::move(w).take();
+}
+
+Result<MrDesc> MrDesc::decode(std::span<const std::byte> bytes) {
+  wire::Reader r(bytes);
+  for (auto m : kMagic) {
+    auto b = r.u8();
+    if (!b) return malformed("truncated magic");
+    if (*b != m) return malformed("bad magic (not a fabric-lib MrDesc)");
+  }
+  auto version = r.u8();
+  if (!version) return malformed("truncated version");
+  if (*version != kWireVersion) {
+    return malformed(fmt::format("unsupported version {} (this build reads {})", *version,
+                                 kWireVersion));
+  }
+  auto base = r.u64();
+  auto length = r.u64();
+  auto owner_len = r.u16();
+  if (!base || !length || !owner_len) return malformed("truncated header");
+  auto owner_bytes = r.bytes(*owner_len);
+  if (!owner_bytes) return malformed("truncated owner NetAddr");
+  auto owner = NetAddr::decode(*owner_bytes);
+  if (!owner) return malformed(fmt::format("owner: {}", owner.status().message()));
+  auto count = r.u8();
+  if (!count) return malformed("truncated key count");
+  if (*count != owner->num_domains()) {
+    return malformed(fmt::format("{} keys for an owner with {} domains", *count,
+                                 owner->num_domains()));
+  }
+  std::vector<RemoteKey> keys;
+  for (unsigned i = 0; i < *count; ++i) {
+    auto addr_base = r.u64();
+    auto rkey = r.u64();
+    if (!addr_base || !rkey) return malformed(fmt::format("truncated key {}", i));
+    keys.push_back({*addr_base, *rkey});
+  }
+  if (r.remaining() != 0) return malformed(fmt::format("{} trailing bytes", r.remaining()));
+  return make(std::move(owner).value(), *base, *length, std::move(keys));
+}
+
+std::string MrDesc::to_string() const {
+  return std::string(kTextPrefix) + wire::to_hex(encode());
+}
+
+Result<MrDesc> MrDesc::parse(std::string_view text) {
+  if (!text.starts_with(kTextPrefix)) return malformed("text form must start with \"fmd1:\"");
+  auto bytes = wire::from_hex(text.substr(kTextPrefix.size()));
+  if (!bytes) return malformed("text form is not valid hex");
+  return decode(*bytes);
+}
+
+}  // namespace fabric

@@ -1,0 +1,32 @@
+#pragma once
+// The engine-side record behind an MrHandle.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "domain/domain.hpp"
+#include "fabric/device.hpp"
+#include "fabric/memory.hpp"
+
+namespace fabric::detail {
+
+struct Registration {
+  void* ptr = nullptr;
+  std::size_t length = 0;
+  Device device;
+  Access access = Access::remote_write;
+  // The engine that registered it; handles of another engine are rejected.
+  const void* engine = nullptr;
+  // Cleared by dereg_mr and stop(); submissions check it, the worker re-checks it.
+  std::atomic<bool> alive{true};
+  // One per Domain, in Domain order. Only the worker touches these after
+  // registration (it closes them on dereg/stop).
+  std::vector<std::unique_ptr<domain::MemoryRegion>> regions;
+  // Transfers using this registration as a source; worker-owned.
+  std::uint32_t in_flight = 0;
+};
+
+}  // namespace fabric::detail

@@ -1,0 +1,90 @@
+#pragma once
+// The internal interface every backend implements: one Domain is one NIC (or
+// one software-provider instance standing in for a NIC). A Domain is used by
+// exactly one thread (its group's worker) after creation.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "fabric/device.hpp"
+#include "fabric/memory.hpp"
+#include "fabric/status.hpp"
+
+namespace fabric::domain {
+
+// A provider-level address handle of a resolved peer.
+using PeerHandle = std::uint64_t;
+
+// Opaque to the Domain: the worker's cookie, echoed back in events.
+using Token = std::uint64_t;
+
+class MemoryRegion {
+ public:
+  virtual ~MemoryRegion() = default;
+  // Local descriptor to pass with buffers in this region (may be null).
+  [[nodiscard]] virtual void* local_desc() const noexcept = 0;
+  [[nodiscard]] virtual RemoteKey remote_key() const noexcept = 0;
+};
+
+struct Limits {
+  std::uint32_t tx_depth = 0;   // posted sends/writes outstanding at most
+  std::uint32_t rx_depth = 0;   // posted receives at most
+  std::size_t inject_size = 0;  // informational
+  bool needs_local_desc = false;  // buffers must be registered (FI_MR_LOCAL)
+  std::string provider;         // the provider actually opened
+};
+
+struct WriteDesc {
+  const void* local = nullptr;
+  std::uint64_t length = 0;
+  void* local_desc = nullptr;
+  PeerHandle peer = 0;
+  std::uint64_t remote_addr = 0;
+  std::uint64_t rkey = 0;
+  std::optional<std::uint32_t> imm;
+  Token token = 0;
+};
+
+// A completion-queue event, as a tagged value.
+struct Event {
+  enum class Kind : std::uint8_t {
+    tx_done,      // a posted write or send finished (token, status)
+    recv_done,    // a posted receive got a message (token, length, status)
+    imm_arrived,  // a remote WRITE with immediate fully landed here (imm)
+  };
+  Kind kind = Kind::tx_done;
+  Token token = 0;
+  std::uint32_t imm = 0;
+  std::size_t length = 0;
+  Status status;
+};
+
+class Domain {
+ public:
+  virtual ~Domain() = default;
+
+  // This Domain's provider address, as peers must see it.
+  [[nodiscard]] virtual std::span<const std::byte> address() const noexcept = 0;
+  [[nodiscard]] virtual const Limits& limits() const noexcept = 0;
+
+  virtual Result<std::unique_ptr<MemoryRegion>> register_memory(void* ptr, std::size_t length,
+                                                                Device device,
+                                                                Access access) = 0;
+  // Resolves (and caches) a peer's Domain address.
+  virtual Result<PeerHandle> resolve_peer(std::span<const std::byte> address) = 0;
+
+  // Errc::again means the provider's queue is full: poll, then retry.
+  virtual Status post_write(const WriteDesc& write) = 0;
+  virtual Status post_send(PeerHandle peer, const void* buf, std::size_t length, void* desc,
+                           Token token) = 0;
+  virtual Status post_recv(void* buf, std::size_t length, void* desc, Token token) = 0;
+
+  // Reads up to out.size() events; returns how many were written.
+  virtual std::size_t poll(std::span<Event> out) = 0;
+};
+
+}  // namespace fabric::domain

@@ -1,0 +1,26 @@
+#include "domain/open_domains.hpp"
+
+#include <fmt/format.h>
+
+#include "libfabric/fi_domain.hpp"
+
+namespace fabric::domain {
+
+Result<OpenedDomains> open_domains(const EngineConfig& config) {
+  if (config.domains_per_group == 0 || config.domains_per_group > NetAddr::kMaxDomains) {
+    return Status(Errc::invalid_argument,
+                  fmt::format("domains_per_group {} not in 1..{}", config.domains_per_group,
+                              NetAddr::kMaxDomains));
+  }
+  OpenedDomains out;
+  const ofi::ProviderQuery query{config.provider, config.bind_address};
+  for (std::uint32_t i = 0; i < config.domains_per_group; ++i) {
+    auto d = ofi::FiDomain::open(query);
+    if (!d) return d.status();
+    out.domains.push_back(std::move(d).value());
+  }
+  out.provider = out.domains.front()->limits().provider;
+  return out;
+}
+
+}  // namespace fabric::domain

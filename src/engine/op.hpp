@@ -1,0 +1,60 @@
+#pragma once
+// One accepted submission while the worker carries it out.
+
+#include <cstdint>
+#include <memory>
+#include <variant>
+#include <vector>
+
+#include "core/registration.hpp"
+#include "domain/domain.hpp"
+#include "engine/write_plan.hpp"
+#include "fabric/completion.hpp"
+#include "fabric/net_addr.hpp"
+#include "fabric/requests.hpp"
+
+namespace fabric::engine {
+
+struct SinglePlan {
+  std::uint64_t src_offset = 0;
+  std::uint64_t dst_offset = 0;
+  std::vector<WritePiece> pieces;
+};
+
+struct PagedPlan {
+  std::uint64_t page_length = 0;
+  Pages src;
+  Pages dst;
+};
+
+struct ImmPlan {};
+
+struct SendPlan {
+  NetAddr to;
+  std::vector<std::byte> message;
+  int slot = -1;  // staging slot when the provider needs registered buffers
+};
+
+struct Op {
+  std::variant<SinglePlan, PagedPlan, ImmPlan, SendPlan> plan;
+  OnDone on_done;
+  std::optional<std::uint32_t> imm;
+  std::shared_ptr<detail::Registration> src;  // writes with a local source
+  MrDesc dst;                                 // writes
+
+  // Worker state.
+  std::vector<domain::PeerHandle> peers;  // per Domain
+  std::uint32_t total = 0;
+  std::uint32_t posted = 0;
+  std::uint32_t done = 0;
+  bool in_pending = false;
+  Status error;
+
+  [[nodiscard]] bool failed() const noexcept { return !error.ok(); }
+  [[nodiscard]] bool fully_posted() const noexcept { return posted == total; }
+  [[nodiscard]] bool finished() const noexcept {
+    return done == posted && (fully_posted() || failed());
+  }
+};
+
+}  // namespace fabric::engine

@@ -1,0 +1,296 @@
+#include <fmt/format.h>
+
+#include <mutex>
+#include <random>
+#include <unordered_set>
+
+#include "common/log.hpp"
+#include "domain/open_domains.hpp"
+#include "engine/callback_thread.hpp"
+#include "engine/validate.hpp"
+#include "engine/worker.hpp"
+#include "fabric/engine.hpp"
+
+namespace fabric {
+
+using engine::Op;
+
+struct TransferEngine::Impl {
+  EngineConfig config;
+  NetAddr address;
+  engine::LocalIdentity identity;
+  std::unique_ptr<engine::CallbackThread> callbacks;
+  std::unique_ptr<engine::Worker> worker;
+
+  // Submitters announce themselves so stop() can wait until none is between
+  // its accepting_ check and its enqueue.
+  std::atomic<bool> accepting{true};
+  std::atomic<std::uint32_t> entering{0};
+  std::mutex stop_mutex;
+  bool stopped = false;
+
+  std::mutex counters_mutex;
+  std::unordered_set<std::uint32_t> counter_imms;
+
+  class Entry {
+   public:
+    explicit Entry(Impl& impl) : impl_(impl) {
+      impl_.entering.fetch_add(1, std::memory_order_seq_cst);
+      open_ = impl_.accepting.load(std::memory_order_seq_cst);
+    }
+    ~Entry() { impl_.entering.fetch_sub(1, std::memory_order_seq_cst); }
+    [[nodiscard]] bool open() const { return open_; }
+
+   private:
+    Impl& impl_;
+    bool open_ = false;
+  };
+
+  static Status shut() { return {Errc::shutdown, "the engine is stopped"}; }
+
+  Status enqueue(std::unique_ptr<Op> op) {
+    if (!worker->admit()) {
+      return {Errc::again, fmt::format("{} requests outstanding (max_outstanding_requests)",
+                                       config.max_outstanding_requests)};
+    }
+    worker->submit(std::move(op));
+    return Status::success();
+  }
+};
+
+TransferEngine::TransferEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+TransferEngine::~TransferEngine() { stop(); }
+
+Result<std::unique_ptr<TransferEngine>> TransferEngine::create(const EngineConfig& config) {
+  if (config.max_message_size == 0) {
+    return Status(Errc::invalid_argument, "max_message_size must be > 0");
+  }
+  if (config.max_outstanding_requests == 0 || config.send_slots == 0) {
+    return Status(Errc::invalid_argument,
+                  "max_outstanding_requests and send_slots must be > 0");
+  }
+  auto opened = domain::open_domains(config);
+  if (!opened) return opened.status();
+
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  std::vector<std::vector<std::byte>> addresses;
+  for (const auto& d : opened->domains) {
+    addresses.emplace_back(d->address().begin(), d->address().end());
+  }
+  std::random_device rd;
+  const std::uint64_t instance = (std::uint64_t{rd()} << 32) ^ rd();
+  auto address = NetAddr::make(opened->backend, opened->provider, instance,
+                               config.max_message_size, std::move(addresses));
+  if (!address) return address.status();
+  impl->address = std::move(address).value();
+  impl->identity = {impl.get(), opened->backend, opened->provider, opened->domains.size()};
+
+  impl->callbacks = std::make_unique<engine::CallbackThread>();
+  impl->worker = std::make_unique<engine::Worker>(std::move(opened->domains), config,
+                                                  *impl->callbacks);
+  if (auto st = impl->worker->prepare(); !st.ok()) {
+    impl->callbacks->stop();
+    return st;
+  }
+  impl->worker->start();
+  log::info("engine up: {}", impl->address.describe());
+  return std::unique_ptr<TransferEngine>(new TransferEngine(std::move(impl)));
+}
+
+const NetAddr& TransferEngine::main_address() const noexcept { return impl_->address; }
+const EngineConfig& TransferEngine::config() const noexcept { return impl_->config; }
+std::size_t TransferEngine::num_domains() const noexcept { return impl_->address.num_domains(); }
+
+void TransferEngine::stop() {
+  std::lock_guard lock(impl_->stop_mutex);
+  if (impl_->stopped) return;
+  impl_->stopped = true;
+  impl_->accepting.store(false, std::memory_order_seq_cst);
+  while (impl_->entering.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+  impl_->worker->stop();
+  // Callbacks may still reference receive buffers: finish them before the
+  // worker (and its buffers) go away.
+  impl_->callbacks->stop();
+  impl_->worker.reset();
+}
+
+// ---------------------------------------------------------------- memory
+
+Result<Registered> TransferEngine::reg_mr(void* ptr, std::size_t len, Device device,
+                                          Access access) {
+  Impl::Entry entry(*impl_);
+  if (!entry.open()) return Impl::shut();
+  if (ptr == nullptr || len == 0) {
+    return Status(Errc::invalid_argument,
+                  fmt::format("reg_mr needs a non-null pointer and a length > 0 (got {}, {})",
+                              ptr, len));
+  }
+  if (!has_access(access, Access::remote_write) && !has_access(access, Access::remote_read) &&
+      static_cast<std::uint32_t>(access) != 0) {
+    return Status(Errc::invalid_argument, "unknown Access bits");
+  }
+  auto* worker = impl_->worker.get();
+  const NetAddr& self = impl_->address;
+  const void* engine = impl_.get();
+  return worker->call<Registered>(
+      [=, &self]() { return worker->register_memory(ptr, len, device, access, self, engine); },
+      impl_->config.control_timeout);
+}
+
+Status TransferEngine::dereg_mr(const MrHandle& handle) {
+  Impl::Entry entry(*impl_);
+  if (!entry.open()) return Impl::shut();
+  if (auto st = engine::check_source(handle, impl_->identity); !st.ok()) return st;
+  auto promise = std::make_shared<std::promise<Status>>();
+  auto future = promise->get_future();
+  auto* worker = impl_->worker.get();
+  worker->post_task([worker, reg = handle.registration(), promise] {
+    worker->deregister(reg, std::move(*promise));
+  });
+  if (future.wait_for(impl_->config.control_timeout) != std::future_status::ready) {
+    return {Errc::timeout, "dereg_mr: transfers using the region did not finish in time"};
+  }
+  return future.get();
+}
+
+// ---------------------------------------------------------------- messages
+
+Status TransferEngine::submit_send(const NetAddr& to, std::span<const std::byte> message,
+                                   OnDone on_done) {
+  Impl::Entry entry(*impl_);
+  if (!entry.open()) return Impl::shut();
+  if (auto st = engine::check_peer(to, impl_->identity); !st.ok()) return st;
+  if (message.size() > to.max_message_size()) {
+    return {Errc::invalid_argument,
+            fmt::format("message of {} bytes exceeds the receiver's buffer size of {} bytes",
+                        message.size(), to.max_message_size())};
+  }
+  if (message.size() > impl_->config.max_message_size) {
+    return {Errc::invalid_argument,
+            fmt::format("message of {} bytes exceeds this engine's max_message_size of {}",
+                        message.size(), impl_->config.max_message_size)};
+  }
+  auto op = std::make_unique<Op>();
+  op->plan = engine::SendPlan{to, std::vector<std::byte>(message.begin(), message.end()), -1};
+  op->on_done = std::move(on_done);
+  return impl_->enqueue(std::move(op));
+}
+
+Status TransferEngine::submit_recvs(std::size_t len, std::uint32_t count, RecvCallback on_recv) {
+  Impl::Entry entry(*impl_);
+  if (!entry.open()) return Impl::shut();
+  if (len < impl_->config.max_message_size) {
+    return {Errc::invalid_argument,
+            fmt::format("receive buffers of {} bytes cannot hold the advertised "
+                        "max_message_size of {} bytes",
+                        len, impl_->config.max_message_size)};
+  }
+  if (count == 0) return {Errc::invalid_argument, "submit_recvs needs count > 0"};
+  if (!on_recv) return {Errc::invalid_argument, "submit_recvs needs a callback"};
+  auto* worker = impl_->worker.get();
+  auto result = worker->call<bool>(
+      [worker, len, count, cb = std::move(on_recv)]() mutable -> Result<bool> {
+        if (auto st = worker->add_recv_pool(len, count, std::move(cb)); !st.ok()) return st;
+        return true;
+      },
+      impl_->config.control_timeout);
+  return result.status();
+}
+
+// ---------------------------------------------------------------- writes
+
+Status TransferEngine::submit_single_write(const SingleWrite& request, OnDone on_done) {
+  Impl::Entry entry(*impl_);
+  if (!entry.open()) return Impl::shut();
+  if (auto st = engine::check_single_write(request, impl_->identity); !st.ok()) return st;
+  auto pieces = engine::plan_single_write(request.length, request.routing,
+                                          static_cast<std::uint32_t>(num_domains()));
+  if (!pieces) return pieces.status();
+  auto op = std::make_unique<Op>();
+  op->plan = engine::SinglePlan{request.src.offset, request.dst.offset, std::move(pieces).value()};
+  op->on_done = std::move(on_done);
+  op->imm = request.imm;
+  op->src = request.src.mr.registration();
+  op->dst = request.dst.mr;
+  return impl_->enqueue(std::move(op));
+}
+
+Status TransferEngine::submit_paged_writes(const PagedWrite& request, OnDone on_done) {
+  Impl::Entry entry(*impl_);
+  if (!entry.open()) return Impl::shut();
+  if (auto st = engine::check_paged_write(request, impl_->identity); !st.ok()) return st;
+  auto op = std::make_unique<Op>();
+  op->plan = engine::PagedPlan{request.page_length, request.src_pages, request.dst_pages};
+  op->on_done = std::move(on_done);
+  op->imm = request.imm;
+  op->src = request.src.registration();
+  op->dst = request.dst;
+  return impl_->enqueue(std::move(op));
+}
+
+Status TransferEngine::submit_imm(std::uint32_t imm, const MrDesc& dst, OnDone on_done) {
+  Impl::Entry entry(*impl_);
+  if (!entry.open()) return Impl::shut();
+  if (auto st = engine::check_remote(dst, impl_->identity); !st.ok()) return st;
+  auto op = std::make_unique<Op>();
+  op->plan = engine::ImmPlan{};
+  op->on_done = std::move(on_done);
+  op->imm = imm;
+  op->dst = dst;
+  return impl_->enqueue(std::move(op));
+}
+
+// ---------------------------------------------------------------- immediates
+
+Status TransferEngine::expect_imm_count(std::uint32_t imm, std::uint64_t count,
+                                        ImmCallback on_reached) {
+  Impl::Entry entry(*impl_);
+  if (!entry.open()) return Impl::shut();
+  if (!on_reached) return {Errc::invalid_argument, "expect_imm_count needs a callback"};
+  {
+    std::lock_guard lock(impl_->counters_mutex);
+    if (impl_->counter_imms.contains(imm)) {
+      return {Errc::invalid_argument,
+              fmt::format("imm {} is counted by an ImmCounter; release it first", imm)};
+    }
+  }
+  auto* worker = impl_->worker.get();
+  worker->post_task([worker, imm, count, cb = std::move(on_reached)]() mutable {
+    worker->imms().expect(imm, count, std::move(cb));
+  });
+  return Status::success();
+}
+
+Result<std::shared_ptr<ImmCounter>> TransferEngine::imm_counter(std::uint32_t imm) {
+  Impl::Entry entry(*impl_);
+  if (!entry.open()) return Impl::shut();
+  {
+    std::lock_guard lock(impl_->counters_mutex);
+    if (!impl_->counter_imms.insert(imm).second) {
+      return Status(Errc::invalid_argument,
+                    fmt::format("imm {} already has an ImmCounter", imm));
+    }
+  }
+  auto counter = std::make_shared<ImmCounter>(imm);
+  auto* worker = impl_->worker.get();
+  worker->post_task([worker, counter] { worker->imms().attach(counter); });
+  return counter;
+}
+
+Status TransferEngine::release_imm_counter(std::uint32_t imm) {
+  Impl::Entry entry(*impl_);
+  if (!entry.open()) return Impl::shut();
+  {
+    std::lock_guard lock(impl_->counters_mutex);
+    if (impl_->counter_imms.erase(imm) == 0) {
+      return {Errc::not_found, fmt::format("imm {} has no ImmCounter", imm)};
+    }
+  }
+  auto* worker = impl_->worker.get();
+  worker->post_task([worker, imm] { worker->imms().detach(imm); });
+  return Status::success();
+}
+
+}  // namespace fabric

@@ -1,0 +1,30 @@
+#pragma once
+// Request checks done on the caller's thread, before anything is queued.
+// Every message names the bad value.
+
+#include <cstdint>
+
+#include "fabric/memory.hpp"
+#include "fabric/net_addr.hpp"
+#include "fabric/requests.hpp"
+#include "fabric/status.hpp"
+
+namespace fabric::engine {
+
+struct LocalIdentity {
+  const void* engine = nullptr;
+  Backend backend = Backend::libfabric;
+  std::string provider;
+  std::size_t num_domains = 1;
+};
+
+// A peer must speak the same backend and provider with the same Domain count.
+Status check_peer(const NetAddr& peer, const LocalIdentity& self);
+Status check_source(const MrHandle& mr, const LocalIdentity& self);
+Status check_local_range(const MrHandle& mr, std::uint64_t offset, std::uint64_t length);
+Status check_remote(const MrDesc& mr, const LocalIdentity& self);
+Status check_remote_range(const MrDesc& mr, std::uint64_t offset, std::uint64_t length);
+Status check_single_write(const SingleWrite& w, const LocalIdentity& self);
+Status check_paged_write(const PagedWrite& w, const LocalIdentity& self);
+
+}  // namespace fabric::engine

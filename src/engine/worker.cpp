@@ -1,0 +1,534 @@
+#include "engine/worker.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cstring>
+
+#include "common/log.hpp"
+
+namespace fabric::engine {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+constexpr std::size_t kScratchBytes = 64;
+constexpr std::size_t kSubmissionBatch = 64;
+constexpr std::size_t kTaskBatch = 64;
+// A new request posts its first WRITE at once; the rest waits its turn.
+constexpr std::uint32_t kFirstPost = 1;
+constexpr std::uint32_t kUnlimited = ~std::uint32_t{0};
+
+domain::Token op_token(Op* op) { return reinterpret_cast<domain::Token>(op); }
+}  // namespace
+
+Worker::Worker(std::vector<std::unique_ptr<domain::Domain>> domains, const EngineConfig& config,
+               CallbackThread& callbacks)
+    : domains_(std::move(domains)),
+      config_(config),
+      callbacks_(callbacks),
+      tx_in_flight_(domains_.size(), 0),
+      imms_([this](ImmCallback cb, std::uint32_t imm, std::uint64_t count) {
+        callbacks_.post([cb = std::move(cb), imm, count] {
+          if (cb) cb(imm, count);
+        });
+      }) {}
+
+Worker::~Worker() { stop(); }
+
+Status Worker::prepare() {
+  scratch_ = std::make_unique<std::byte[]>(kScratchBytes);
+  for (auto& d : domains_) {
+    auto region =
+        d->register_memory(scratch_.get(), kScratchBytes, Device::host(), static_cast<Access>(0));
+    if (!region) return region.status();
+    scratch_regions_.push_back(std::move(region).value());
+  }
+  if (domains_.front()->limits().needs_local_desc) {
+    auto staging =
+        SendStaging::create(*domains_.front(), config_.max_message_size, config_.send_slots);
+    if (!staging) return staging.status();
+    staging_.emplace(std::move(staging).value());
+  }
+  return Status::success();
+}
+
+void Worker::start() { thread_ = std::thread([this] { run(); }); }
+
+bool Worker::admit() noexcept {
+  std::uint32_t cur = outstanding_.load(std::memory_order_relaxed);
+  do {
+    if (cur >= config_.max_outstanding_requests) return false;
+  } while (!outstanding_.compare_exchange_weak(cur, cur + 1, std::memory_order_acq_rel));
+  return true;
+}
+
+void Worker::submit(std::unique_ptr<Op> op) {
+  submissions_.enqueue(std::move(op));
+  wake();
+}
+
+void Worker::post_task(Task task) {
+  tasks_.enqueue(std::move(task));
+  wake();
+}
+
+void Worker::wake() {
+  if (sleeping_.load(std::memory_order_seq_cst)) {
+    std::lock_guard lock(sleep_mutex_);
+    sleep_cv_.notify_one();
+  }
+}
+
+void Worker::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  stop_requested_.store(true, std::memory_order_seq_cst);
+  if (thread_.joinable()) {
+    wake();
+    {
+      std::lock_guard lock(sleep_mutex_);
+      sleep_cv_.notify_one();
+    }
+    thread_.join();
+  } else {
+    shutdown_sequence();
+  }
+}
+
+// ---------------------------------------------------------------- main loop
+
+void Worker::run() {
+  auto last_busy = Clock::now();
+  while (!stop_requested_.load(std::memory_order_acquire)) {
+    bool busy = drain_tasks();
+    busy |= drain_submissions();
+    busy |= progress_pending();
+    busy |= poll_domains();
+    if (busy) {
+      last_busy = Clock::now();
+    } else if (!config_.busy_poll) {
+      idle_wait(last_busy);
+    }
+  }
+  shutdown_sequence();
+}
+
+void Worker::idle_wait(Clock::time_point last_busy) {
+  const auto idle = Clock::now() - last_busy;
+  if (idle < config_.idle_spin) return;
+  if (idle < config_.idle_spin + config_.idle_yield) {
+    std::this_thread::yield();
+    return;
+  }
+  // Sleep, but never so long that incoming immediates wait on an unpolled CQ
+  // for more than idle_sleep; a submission wakes us at once.
+  std::unique_lock lock(sleep_mutex_);
+  sleeping_.store(true, std::memory_order_seq_cst);
+  if (submissions_.size_approx() == 0 && tasks_.size_approx() == 0 &&
+      !stop_requested_.load(std::memory_order_seq_cst)) {
+    sleep_cv_.wait_for(lock, config_.idle_sleep);
+  }
+  sleeping_.store(false, std::memory_order_relaxed);
+}
+
+bool Worker::drain_tasks() {
+  Task task;
+  std::size_t n = 0;
+  while (n < kTaskBatch && tasks_.try_dequeue(task)) {
+    task();
+    ++n;
+  }
+  return n > 0;
+}
+
+bool Worker::drain_submissions() {
+  std::array<std::unique_ptr<Op>, kSubmissionBatch> batch;
+  const std::size_t n = submissions_.try_dequeue_bulk(batch.begin(), batch.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    Op* op = batch[i].release();
+    live_.insert(op);
+    start_op(op);
+  }
+  return n > 0;
+}
+
+bool Worker::progress_pending() {
+  bool busy = false;
+  retry_unposted_recvs();
+  while (!waiting_for_staging_.empty() && staging_ && !draining_) {
+    Op* op = waiting_for_staging_.front();
+    auto slot = staging_->acquire();
+    if (!slot) break;
+    waiting_for_staging_.pop_front();
+    auto& send = std::get<SendPlan>(op->plan);
+    send.slot = *slot;
+    std::memcpy(staging_->data(*slot), send.message.data(), send.message.size());
+    op->in_pending = true;
+    pending_.push_back(op);
+  }
+  while (!pending_.empty()) {
+    Op* op = pending_.front();
+    if (op->failed()) {
+      pending_.pop_front();
+      op->in_pending = false;
+      if (op->finished()) finish(op);
+      busy = true;
+      continue;
+    }
+    if (!post_some(op, kUnlimited)) break;
+    busy = true;
+    pending_.pop_front();
+    op->in_pending = false;
+  }
+  return busy;
+}
+
+bool Worker::poll_domains() {
+  std::array<domain::Event, 32> events;
+  bool busy = false;
+  for (std::size_t d = 0; d < domains_.size(); ++d) {
+    const std::size_t n = domains_[d]->poll(events);
+    for (std::size_t i = 0; i < n; ++i) {
+      domain::Event& ev = events[i];
+      switch (ev.kind) {
+        case domain::Event::Kind::imm_arrived:
+          imms_.arrive(ev.imm);
+          break;
+        case domain::Event::Kind::recv_done:
+          on_recv(recv_slot(ev.token), ev.length, ev.status);
+          break;
+        case domain::Event::Kind::tx_done:
+          on_tx_done(reinterpret_cast<Op*>(ev.token), d, std::move(ev.status));
+          break;
+      }
+    }
+    busy |= n > 0;
+  }
+  return busy;
+}
+
+// ---------------------------------------------------------------- requests
+
+void Worker::start_op(Op* op) {
+  if (op->src) {
+    if (!op->src->alive.load(std::memory_order_acquire)) {
+      op->error = Status(Errc::invalid_argument,
+                         "the source registration was deregistered before the request started");
+      finish(op);
+      return;
+    }
+    ++op->src->in_flight;
+  }
+  // Resolve the peer's Domains once per request; the Domain caches addresses.
+  const NetAddr* peer = nullptr;
+  if (auto* send = std::get_if<SendPlan>(&op->plan)) {
+    peer = &send->to;
+  } else {
+    peer = &op->dst.owner();
+  }
+  const std::size_t needed = std::holds_alternative<SendPlan>(op->plan) ? 1 : domains_.size();
+  op->peers.resize(needed);
+  for (std::size_t d = 0; d < needed; ++d) {
+    auto handle = domains_[d]->resolve_peer(peer->domain_address(d));
+    if (!handle) {
+      op->error = handle.status();
+      finish(op);
+      return;
+    }
+    op->peers[d] = *handle;
+  }
+
+  std::visit(
+      [op](auto& plan) {
+        using T = std::decay_t<decltype(plan)>;
+        if constexpr (std::is_same_v<T, SinglePlan>) {
+          op->total = static_cast<std::uint32_t>(plan.pieces.size());
+        } else if constexpr (std::is_same_v<T, PagedPlan>) {
+          op->total = static_cast<std::uint32_t>(plan.src.indices.size());
+        } else {
+          op->total = 1;
+        }
+      },
+      op->plan);
+  if (op->total == 0) {
+    finish(op);
+    return;
+  }
+
+  if (auto* send = std::get_if<SendPlan>(&op->plan); send && staging_) {
+    auto slot = staging_->acquire();
+    if (!slot) {
+      waiting_for_staging_.push_back(op);
+      return;
+    }
+    send->slot = *slot;
+    std::memcpy(staging_->data(*slot), send->message.data(), send->message.size());
+  }
+
+  // Older requests keep their place: a newcomer posts one WRITE, then queues.
+  const bool blocked = !post_some(op, pending_.empty() ? kUnlimited : kFirstPost);
+  if (op->failed() && op->finished()) {
+    finish(op);
+    return;
+  }
+  if (blocked || !op->fully_posted()) {
+    if (!op->failed()) {
+      op->in_pending = true;
+      pending_.push_back(op);
+    }
+  }
+}
+
+bool Worker::post_some(Op* op, std::uint32_t max_wrs) {
+  std::uint32_t n = 0;
+  while (!op->fully_posted() && !op->failed() && n < max_wrs) {
+    Status st = post_one(op);
+    if (st.code() == Errc::again) return false;
+    if (!st.ok()) {
+      op->error = std::move(st);
+      return true;
+    }
+    ++n;
+  }
+  return true;
+}
+
+Status Worker::post_one(Op* op) {
+  const std::uint32_t i = op->posted;
+  const auto keys = op->dst.keys();
+  std::uint32_t d = 0;
+  Status st;
+  std::visit(
+      [&](auto& plan) {
+        using T = std::decay_t<decltype(plan)>;
+        domain::WriteDesc w;
+        w.imm = op->imm;
+        w.token = op_token(op);
+        if constexpr (std::is_same_v<T, SinglePlan>) {
+          const WritePiece& piece = plan.pieces[i];
+          d = piece.domain;
+          w.local = static_cast<const std::byte*>(op->src->ptr) + plan.src_offset + piece.offset;
+          w.length = piece.length;
+          w.local_desc = op->src->regions[d]->local_desc();
+          w.remote_addr = keys[d].addr_base + plan.dst_offset + piece.offset;
+        } else if constexpr (std::is_same_v<T, PagedPlan>) {
+          d = static_cast<std::uint32_t>(i % domains_.size());
+          w.local = static_cast<const std::byte*>(op->src->ptr) + plan.src.offset +
+                    std::uint64_t{plan.src.indices[i]} * plan.src.stride;
+          w.length = plan.page_length;
+          w.local_desc = op->src->regions[d]->local_desc();
+          w.remote_addr =
+              keys[d].addr_base + plan.dst.offset + std::uint64_t{plan.dst.indices[i]} * plan.dst.stride;
+        } else if constexpr (std::is_same_v<T, ImmPlan>) {
+          w.local = scratch_.get();
+          w.length = 0;
+          w.local_desc = scratch_regions_[0]->local_desc();
+          w.remote_addr = keys[0].addr_base;
+        }
+        if constexpr (std::is_same_v<T, SendPlan>) {
+          if (tx_in_flight_[0] >= domains_[0]->limits().tx_depth) {
+            st = Status(Errc::again, {});
+            return;
+          }
+          const void* buf = staging_ ? static_cast<const void*>(staging_->data(plan.slot))
+                                     : static_cast<const void*>(plan.message.data());
+          void* desc = staging_ ? staging_->desc() : nullptr;
+          st = domains_[0]->post_send(op->peers[0], buf, plan.message.size(), desc, op_token(op));
+        } else {
+          if (tx_in_flight_[d] >= domains_[d]->limits().tx_depth) {
+            st = Status(Errc::again, {});
+            return;
+          }
+          w.peer = op->peers[d];
+          w.rkey = keys[d].rkey;
+          st = domains_[d]->post_write(w);
+        }
+      },
+      op->plan);
+  if (st.ok()) {
+    ++op->posted;
+    ++tx_in_flight_[d];
+  }
+  return st;
+}
+
+void Worker::on_tx_done(Op* op, std::size_t domain, Status status) {
+  --tx_in_flight_[domain];
+  ++op->done;
+  if (!status.ok() && op->error.ok()) op->error = std::move(status);
+  if (op->finished() && !op->in_pending) finish(op);
+}
+
+void Worker::finish(Op* op) {
+  if (op->src) release_registration_use(*op->src);
+  if (auto* send = std::get_if<SendPlan>(&op->plan); send && send->slot >= 0 && staging_) {
+    staging_->release(send->slot);
+  }
+  live_.erase(op);
+  std::unique_ptr<Op> owned(op);
+  outstanding_.fetch_sub(1, std::memory_order_acq_rel);
+  if (owned->on_done.needs_callback_thread()) {
+    callbacks_.post([done = std::move(owned->on_done), st = std::move(owned->error)]() mutable {
+      done.deliver(st);
+    });
+  } else {
+    owned->on_done.deliver(owned->error);
+  }
+}
+
+void Worker::fail(Op* op, Status status) {
+  if (op->error.ok()) op->error = std::move(status);
+  op->done = op->posted;
+  finish(op);
+}
+
+// ---------------------------------------------------------------- receives
+
+Status Worker::add_recv_pool(std::size_t buffer_size, std::uint32_t count, RecvCallback on_recv) {
+  auto pool = std::make_unique<RecvPool>();
+  pool->buffer_size = buffer_size;
+  pool->on_recv = std::move(on_recv);
+  pool->memory = std::make_unique<std::byte[]>(buffer_size * count);
+  auto region = domains_.front()->register_memory(pool->memory.get(), buffer_size * count,
+                                                  Device::host(), static_cast<Access>(0));
+  if (!region) return region.status();
+  pool->region = std::move(region).value();
+  pool->slots.resize(count);
+  for (std::uint32_t i = 0; i < count; ++i) {
+    pool->slots[i] = RecvSlot{pool.get(), pool->memory.get() + std::size_t{i} * buffer_size};
+  }
+  RecvPool* raw = pool.get();
+  recv_pools_.push_back(std::move(pool));
+  for (auto& slot : raw->slots) post_recv(&slot);
+  return Status::success();
+}
+
+void Worker::post_recv(RecvSlot* slot) {
+  if (draining_) return;
+  Status st = domains_.front()->post_recv(slot->data, slot->pool->buffer_size,
+                                          slot->pool->region->local_desc(), recv_token(slot));
+  if (st.code() == Errc::again) {
+    unposted_recvs_.push_back(slot);
+  } else if (!st.ok()) {
+    log::error("posting a receive buffer failed: {}", st.to_string());
+    unposted_recvs_.push_back(slot);
+  }
+}
+
+void Worker::retry_unposted_recvs() {
+  std::size_t n = unposted_recvs_.size();
+  while (n-- > 0 && !unposted_recvs_.empty()) {
+    RecvSlot* slot = unposted_recvs_.front();
+    unposted_recvs_.pop_front();
+    Status st = domains_.front()->post_recv(slot->data, slot->pool->buffer_size,
+                                            slot->pool->region->local_desc(), recv_token(slot));
+    if (!st.ok()) {
+      unposted_recvs_.push_front(slot);
+      return;
+    }
+  }
+}
+
+void Worker::on_recv(RecvSlot* slot, std::size_t length, const Status& status) {
+  if (!status.ok()) {
+    if (!draining_) log::warn("receive failed: {}", status.to_string());
+    post_recv(slot);
+    return;
+  }
+  callbacks_.post([this, slot, length] {
+    slot->pool->on_recv(std::span<const std::byte>(slot->data, length));
+    // Re-post from the worker: Domains are single-threaded.
+    post_task([this, slot] { post_recv(slot); });
+  });
+}
+
+// ---------------------------------------------------------------- memory
+
+Result<Registered> Worker::register_memory(void* ptr, std::size_t length, Device device,
+                                           Access access, const NetAddr& self,
+                                           const void* engine) {
+  auto reg = std::make_shared<detail::Registration>();
+  reg->ptr = ptr;
+  reg->length = length;
+  reg->device = device;
+  reg->access = access;
+  reg->engine = engine;
+  std::vector<RemoteKey> keys;
+  for (auto& d : domains_) {
+    auto region = d->register_memory(ptr, length, device, access);
+    if (!region) return region.status();
+    keys.push_back(region.value()->remote_key());
+    reg->regions.push_back(std::move(region).value());
+  }
+  auto desc = MrDesc::make(self, reinterpret_cast<std::uint64_t>(ptr), length, std::move(keys));
+  if (!desc) return desc.status();
+  registrations_.push_back(reg);
+  return Registered{MrHandle(reg), std::move(desc).value()};
+}
+
+void Worker::deregister(std::shared_ptr<detail::Registration> reg, std::promise<Status> done) {
+  reg->alive.store(false, std::memory_order_release);
+  if (reg->in_flight > 0) {
+    deferred_deregs_.emplace_back(std::move(reg), std::move(done));
+    return;
+  }
+  close_registration(*reg);
+  done.set_value(Status::success());
+}
+
+void Worker::release_registration_use(detail::Registration& reg) {
+  --reg.in_flight;
+  if (reg.in_flight > 0 || reg.alive.load(std::memory_order_acquire)) return;
+  for (auto it = deferred_deregs_.begin(); it != deferred_deregs_.end(); ++it) {
+    if (it->first.get() == &reg) {
+      close_registration(reg);
+      it->second.set_value(Status::success());
+      deferred_deregs_.erase(it);
+      return;
+    }
+  }
+}
+
+void Worker::close_registration(detail::Registration& reg) {
+  reg.regions.clear();
+  std::erase_if(registrations_, [&](const auto& r) { return r.get() == &reg; });
+}
+
+// ---------------------------------------------------------------- shutdown
+
+void Worker::shutdown_sequence() {
+  // Take everything accepted so far, then let posted work drain for a while.
+  drain_tasks();
+  while (drain_submissions()) {
+  }
+  const auto deadline = Clock::now() + config_.drain_timeout;
+  while (!live_.empty() && Clock::now() < deadline) {
+    drain_tasks();
+    progress_pending();
+    poll_domains();
+  }
+  draining_ = true;
+  if (!live_.empty()) {
+    log::warn("stop(): failing {} requests that did not finish within drain_timeout",
+              live_.size());
+  }
+  const std::vector<Op*> left(live_.begin(), live_.end());
+  pending_.clear();
+  waiting_for_staging_.clear();
+  for (Op* op : left) fail(op, Status(Errc::cancelled, "the engine stopped before completion"));
+  for (auto& [reg, promise] : deferred_deregs_) {
+    reg->regions.clear();
+    promise.set_value(Status::success());
+  }
+  deferred_deregs_.clear();
+  for (auto& reg : registrations_) {
+    reg->alive.store(false, std::memory_order_release);
+    reg->regions.clear();
+  }
+  registrations_.clear();
+  // Tasks that arrived late (re-posts, expectations) have nothing left to act on.
+  Task task;
+  while (tasks_.try_dequeue(task)) task();
+}
+
+}  // namespace fabric::engine

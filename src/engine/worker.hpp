@@ -1,0 +1,131 @@
+#pragma once
+// The worker of one DomainGroup: takes requests from lock-free queues, posts
+// WRITEs/SENDs to its Domains, polls their completion queues, counts
+// immediates and hands finished work to the callback thread.
+
+#include <concurrentqueue/concurrentqueue.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "domain/domain.hpp"
+#include "engine/callback_thread.hpp"
+#include "engine/imm_table.hpp"
+#include "engine/op.hpp"
+#include "engine/recv_pool.hpp"
+#include "engine/send_staging.hpp"
+#include "fabric/engine.hpp"
+
+namespace fabric::engine {
+
+class Worker {
+ public:
+  using Task = std::function<void()>;
+
+  Worker(std::vector<std::unique_ptr<domain::Domain>> domains, const EngineConfig& config,
+         CallbackThread& callbacks);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // Before start(): prepares per-domain state. Runs on the calling thread.
+  Status prepare();
+  void start();
+
+  [[nodiscard]] std::size_t num_domains() const noexcept { return domains_.size(); }
+  [[nodiscard]] const domain::Domain& domain(std::size_t i) const { return *domains_.at(i); }
+
+  // --- any thread ---
+  // Reserves room for one more outstanding request; false is back-pressure.
+  [[nodiscard]] bool admit() noexcept;
+  void submit(std::unique_ptr<Op> op);
+  void post_task(Task task);
+  // Runs fn on the worker and waits for its result, at most `timeout`.
+  template <typename T>
+  Result<T> call(std::function<Result<T>()> fn, std::chrono::milliseconds timeout);
+  // Drains (bounded by drain_timeout), fails what is left, joins. Idempotent.
+  void stop();
+
+  // --- worker thread only (through post_task/call) ---
+  Result<Registered> register_memory(void* ptr, std::size_t length, Device device, Access access,
+                                     const NetAddr& self, const void* engine);
+  void deregister(std::shared_ptr<detail::Registration> reg, std::promise<Status> done);
+  Status add_recv_pool(std::size_t buffer_size, std::uint32_t count, RecvCallback on_recv);
+  ImmTable& imms() noexcept { return imms_; }
+
+ private:
+  void run();
+  bool drain_tasks();
+  bool drain_submissions();
+  bool progress_pending();
+  bool poll_domains();
+  void start_op(Op* op);
+  // Posts WRs of op while the provider accepts them; false once blocked.
+  bool post_some(Op* op, std::uint32_t max_wrs);
+  Status post_one(Op* op);
+  void on_tx_done(Op* op, std::size_t domain, Status status);
+  void finish(Op* op);
+  void fail(Op* op, Status status);
+  void on_recv(RecvSlot* slot, std::size_t length, const Status& status);
+  void post_recv(RecvSlot* slot);
+  void retry_unposted_recvs();
+  void release_registration_use(detail::Registration& reg);
+  void close_registration(detail::Registration& reg);
+  void shutdown_sequence();
+  void idle_wait(std::chrono::steady_clock::time_point last_busy);
+  void wake();
+
+  std::vector<std::unique_ptr<domain::Domain>> domains_;
+  EngineConfig config_;
+  CallbackThread& callbacks_;
+
+  moodycamel::ConcurrentQueue<std::unique_ptr<Op>> submissions_;
+  moodycamel::ConcurrentQueue<Task> tasks_;
+  std::atomic<std::uint32_t> outstanding_{0};
+  std::atomic<bool> stop_requested_{false};
+  std::atomic<bool> sleeping_{false};
+  std::mutex sleep_mutex_;
+  std::condition_variable sleep_cv_;
+  std::thread thread_;
+  bool stopped_ = false;
+
+  // Worker-thread state.
+  std::unordered_set<Op*> live_;
+  std::deque<Op*> pending_;
+  std::vector<std::uint32_t> tx_in_flight_;  // per Domain
+  ImmTable imms_;
+  std::vector<std::unique_ptr<RecvPool>> recv_pools_;
+  std::deque<RecvSlot*> unposted_recvs_;
+  std::optional<SendStaging> staging_;
+  std::deque<Op*> waiting_for_staging_;
+  // Zero-length immediate-only WRITEs still need a valid local buffer (EFA).
+  std::unique_ptr<std::byte[]> scratch_;
+  std::vector<std::unique_ptr<domain::MemoryRegion>> scratch_regions_;
+  std::vector<std::shared_ptr<detail::Registration>> registrations_;
+  std::vector<std::pair<std::shared_ptr<detail::Registration>, std::promise<Status>>>
+      deferred_deregs_;
+  bool draining_ = false;
+};
+
+template <typename T>
+Result<T> Worker::call(std::function<Result<T>()> fn, std::chrono::milliseconds timeout) {
+  auto promise = std::make_shared<std::promise<Result<T>>>();
+  auto future = promise->get_future();
+  post_task([promise, fn = std::move(fn)] { promise->set_value(fn()); });
+  if (future.wait_for(timeout) != std::future_status::ready) {
+    return Status(Errc::timeout, "the worker did not answer within control_timeout");
+  }
+  return future.get();
+}
+
+}  // namespace fabric::engine

@@ -1,0 +1,48 @@
+#include "engine/write_plan.hpp"
+
+#include <fmt/format.h>
+
+namespace fabric::engine {
+
+Result<std::vector<WritePiece>> plan_single_write(std::uint64_t length,
+                                                  const WriteRouting& routing,
+                                                  std::uint32_t num_domains,
+                                                  std::uint64_t max_write) {
+  std::uint32_t shards = 1;
+  std::uint32_t first_domain = 0;
+  if (routing.mode == WriteRouting::Mode::pin) {
+    if (routing.domain >= num_domains) {
+      return Status(Errc::invalid_argument,
+                    fmt::format("routing pins domain {} but the group has {} domains",
+                                routing.domain, num_domains));
+    }
+    first_domain = routing.domain;
+  } else {
+    shards = routing.num_shards == 0 ? num_domains : routing.num_shards;
+    if (shards > kMaxShards) {
+      return Status(Errc::invalid_argument,
+                    fmt::format("num_shards {} exceeds the limit of {}", shards, kMaxShards));
+    }
+  }
+
+  std::vector<WritePiece> pieces;
+  pieces.reserve(shards);
+  const std::uint64_t base_len = length / shards;
+  const std::uint64_t longer = length % shards;
+  std::uint64_t offset = 0;
+  for (std::uint32_t i = 0; i < shards; ++i) {
+    const std::uint64_t shard_len = base_len + (i < longer ? 1 : 0);
+    const std::uint32_t domain = (first_domain + i) % num_domains;
+    // A shard longer than one WRITE may carry becomes several, each with the imm.
+    std::uint64_t left = shard_len;
+    do {
+      const std::uint64_t part = left < max_write ? left : max_write;
+      pieces.push_back({offset, part, domain});
+      offset += part;
+      left -= part;
+    } while (left > 0);
+  }
+  return pieces;
+}
+
+}  // namespace fabric::engine

@@ -1,0 +1,29 @@
+#pragma once
+// How a single write becomes WRITEs: the sharding that fixes the receiver's
+// immediate count (docs/api.md, "Immediate counts").
+
+#include <cstdint>
+#include <vector>
+
+#include "fabric/requests.hpp"
+#include "fabric/status.hpp"
+
+namespace fabric::engine {
+
+// Upper bound on shards per single write: keeps a typo from allocating gigabytes.
+inline constexpr std::uint32_t kMaxShards = 4096;
+
+struct WritePiece {
+  std::uint64_t offset = 0;  // from the start of the request's range
+  std::uint64_t length = 0;
+  std::uint32_t domain = 0;
+};
+
+// The WRITEs of a single write in posting order; one immediate each when the
+// request carries one.
+Result<std::vector<WritePiece>> plan_single_write(std::uint64_t length,
+                                                  const WriteRouting& routing,
+                                                  std::uint32_t num_domains,
+                                                  std::uint64_t max_write = kMaxWriteBytes);
+
+}  // namespace fabric::engine

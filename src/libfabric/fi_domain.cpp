@@ -1,0 +1,295 @@
+#include "libfabric/fi_domain.hpp"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <sys/socket.h>
+
+#include <array>
+#include <cstring>
+
+#include "common/log.hpp"
+
+namespace fabric::ofi {
+
+namespace {
+
+Status provider_error(std::string_view call, int rc) {
+  return {Errc::provider, fmt::format("{}: {}", call, fi_strerror(-rc))};
+}
+
+Status post_status(std::string_view call, ssize_t rc) {
+  if (rc == 0) return Status::success();
+  if (rc == -FI_EAGAIN) return {Errc::again, {}};
+  return provider_error(call, static_cast<int>(rc));
+}
+
+class FiMemoryRegion final : public domain::MemoryRegion {
+ public:
+  FiMemoryRegion(Fid<fid_mr> mr, RemoteKey key) : mr_(std::move(mr)), key_(key) {}
+  [[nodiscard]] void* local_desc() const noexcept override { return fi_mr_desc(mr_.get()); }
+  [[nodiscard]] RemoteKey remote_key() const noexcept override { return key_; }
+
+ private:
+  Fid<fid_mr> mr_;
+  RemoteKey key_;
+};
+
+// An IP provider must have bound where it was told: never another interface.
+Status check_bound_address(const fi_info& info, std::span<const std::byte> name,
+                           const std::string& bind_address) {
+  if (info.addr_format != FI_SOCKADDR_IN && info.addr_format != FI_SOCKADDR_IN6) {
+    return Status::success();
+  }
+  char text[INET6_ADDRSTRLEN] = {};
+  const auto* sa = reinterpret_cast<const sockaddr*>(name.data());
+  if (sa->sa_family == AF_INET && name.size() >= sizeof(sockaddr_in)) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, text, sizeof text);
+  } else if (sa->sa_family == AF_INET6 && name.size() >= sizeof(sockaddr_in6)) {
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, text, sizeof text);
+  }
+  if (bind_address != text) {
+    return {Errc::provider, fmt::format("provider {} bound to {}, not the configured {}",
+                                        info.fabric_attr->prov_name, text, bind_address)};
+  }
+  return Status::success();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<FiDomain>> FiDomain::open(const ProviderQuery& query) {
+  std::unique_ptr<FiDomain> d(new FiDomain());
+  if (auto st = d->init(query); !st.ok()) return st;
+  return d;
+}
+
+FiDomain::~FiDomain() {
+  // Endpoint before the objects bound to it; members would close in reverse
+  // declaration order anyway, but spell it out for the shm files' sake.
+  ep_.reset();
+  av_.reset();
+  cq_.reset();
+  domain_.reset();
+  fabric_.reset();
+}
+
+Status FiDomain::init(const ProviderQuery& query) {
+  auto found = find_provider(query);
+  if (!found) return found.status();
+  info_ = std::move(found).value();
+  fi_info* info = info_.get();
+  mr_mode_ = info->domain_attr->mr_mode;
+
+  if (int rc = fi_fabric(info->fabric_attr, fabric_.out(), nullptr)) {
+    return provider_error("fi_fabric", rc);
+  }
+  if (int rc = fi_domain(fabric_.get(), info, domain_.out(), nullptr)) {
+    return provider_error("fi_domain", rc);
+  }
+  fi_cq_attr cq_attr{};
+  cq_attr.format = FI_CQ_FORMAT_DATA;
+  cq_attr.wait_obj = FI_WAIT_NONE;  // blocking reads hang on shm; the worker busy-polls
+  cq_attr.size = info->tx_attr->size + info->rx_attr->size;
+  if (int rc = fi_cq_open(domain_.get(), &cq_attr, cq_.out(), nullptr)) {
+    return provider_error("fi_cq_open", rc);
+  }
+  fi_av_attr av_attr{};
+  av_attr.type = FI_AV_TABLE;
+  if (int rc = fi_av_open(domain_.get(), &av_attr, av_.out(), nullptr)) {
+    return provider_error("fi_av_open", rc);
+  }
+  if (int rc = fi_endpoint(domain_.get(), info, ep_.out(), nullptr)) {
+    return provider_error("fi_endpoint", rc);
+  }
+  if (int rc = fi_ep_bind(ep_.get(), &av_->fid, 0)) return provider_error("fi_ep_bind(av)", rc);
+  if (int rc = fi_ep_bind(ep_.get(), &cq_->fid, FI_TRANSMIT | FI_RECV)) {
+    return provider_error("fi_ep_bind(cq)", rc);
+  }
+  if (int rc = fi_enable(ep_.get())) return provider_error("fi_enable", rc);
+
+  std::array<std::byte, 256> name{};
+  std::size_t name_len = name.size();
+  if (int rc = fi_getname(&ep_->fid, name.data(), &name_len)) {
+    return provider_error("fi_getname", rc);
+  }
+  address_.assign(name.begin(), name.begin() + static_cast<std::ptrdiff_t>(name_len));
+  if (is_ip_provider(info->fabric_attr->prov_name)) {
+    if (auto st = check_bound_address(*info, address_, query.bind_address); !st.ok()) return st;
+  }
+
+  limits_.tx_depth = static_cast<std::uint32_t>(info->tx_attr->size);
+  limits_.rx_depth = static_cast<std::uint32_t>(info->rx_attr->size);
+  limits_.inject_size = info->tx_attr->inject_size;
+  limits_.needs_local_desc = (mr_mode_ & FI_MR_LOCAL) != 0;
+  limits_.provider = info->fabric_attr->prov_name;
+  log::info("opened libfabric domain: provider={} domain={} mr_mode={:#x} tx={} rx={} inject={}",
+            limits_.provider, info->domain_attr->name ? info->domain_attr->name : "?", mr_mode_,
+            limits_.tx_depth, limits_.rx_depth, limits_.inject_size);
+  return Status::success();
+}
+
+Result<std::unique_ptr<domain::MemoryRegion>> FiDomain::register_memory(void* ptr,
+                                                                        std::size_t length,
+                                                                        Device device,
+                                                                        Access access) {
+  if (!device.is_host()) {
+    return Status(Errc::unsupported,
+                  fmt::format("libfabric backend: {} memory is not supported yet",
+                              device.to_string()));
+  }
+  std::uint64_t flags_access = FI_WRITE | FI_SEND | FI_RECV;
+  if (has_access(access, Access::remote_write)) flags_access |= FI_REMOTE_WRITE;
+  if (has_access(access, Access::remote_read)) flags_access |= FI_REMOTE_READ | FI_READ;
+  const std::uint64_t requested_key =
+      (mr_mode_ & FI_MR_PROV_KEY) != 0 ? 0 : next_requested_key_++;
+
+  Fid<fid_mr> mr;
+  if (int rc = fi_mr_reg(domain_.get(), ptr, length, flags_access, 0, requested_key, 0, mr.out(),
+                         nullptr)) {
+    return provider_error(fmt::format("fi_mr_reg({} bytes)", length), rc);
+  }
+  if ((mr_mode_ & FI_MR_ENDPOINT) != 0) {
+    if (int rc = fi_mr_bind(mr.get(), &ep_->fid, 0)) return provider_error("fi_mr_bind", rc);
+    if (int rc = fi_mr_enable(mr.get())) return provider_error("fi_mr_enable", rc);
+  }
+  // Offset-addressed providers take remote addresses relative to the region.
+  const std::uint64_t addr_base =
+      (mr_mode_ & FI_MR_VIRT_ADDR) != 0 ? reinterpret_cast<std::uint64_t>(ptr) : 0;
+  const RemoteKey key{addr_base, fi_mr_key(mr.get())};
+  return std::unique_ptr<domain::MemoryRegion>(new FiMemoryRegion(std::move(mr), key));
+}
+
+Result<domain::PeerHandle> FiDomain::resolve_peer(std::span<const std::byte> address) {
+  std::string key(reinterpret_cast<const char*>(address.data()), address.size());
+  if (auto it = peers_.find(key); it != peers_.end()) return it->second;
+  fi_addr_t fi_addr = FI_ADDR_UNSPEC;
+  int n = fi_av_insert(av_.get(), address.data(), 1, &fi_addr, 0, nullptr);
+  if (n != 1) {
+    return Status(Errc::invalid_argument,
+                  fmt::format("fi_av_insert rejected a peer address of {} bytes{}",
+                              address.size(), n < 0 ? fmt::format(": {}", fi_strerror(-n)) : ""));
+  }
+  peers_.emplace(std::move(key), fi_addr);
+  return static_cast<domain::PeerHandle>(fi_addr);
+}
+
+FiDomain::OpContext* FiDomain::acquire_context(domain::Token token) {
+  OpContext* ctx = nullptr;
+  if (free_contexts_.empty()) {
+    ctx = &contexts_.emplace_back();
+  } else {
+    ctx = free_contexts_.back();
+    free_contexts_.pop_back();
+  }
+  ctx->token = token;
+  return ctx;
+}
+
+void FiDomain::release_context(OpContext* ctx) { free_contexts_.push_back(ctx); }
+
+Status FiDomain::post_write(const domain::WriteDesc& w) {
+  OpContext* ctx = acquire_context(w.token);
+  ssize_t rc = 0;
+  if (w.imm) {
+    rc = fi_writedata(ep_.get(), w.local, w.length, w.local_desc, *w.imm, w.peer, w.remote_addr,
+                      w.rkey, ctx);
+  } else {
+    rc = fi_write(ep_.get(), w.local, w.length, w.local_desc, w.peer, w.remote_addr, w.rkey, ctx);
+  }
+  if (rc != 0) release_context(ctx);
+  return post_status(w.imm ? "fi_writedata" : "fi_write", rc);
+}
+
+Status FiDomain::post_send(domain::PeerHandle peer, const void* buf, std::size_t length,
+                           void* desc, domain::Token token) {
+  OpContext* ctx = acquire_context(token);
+  ssize_t rc = fi_send(ep_.get(), buf, length, desc, peer, ctx);
+  if (rc != 0) release_context(ctx);
+  return post_status("fi_send", rc);
+}
+
+Status FiDomain::post_recv(void* buf, std::size_t length, void* desc, domain::Token token) {
+  OpContext* ctx = acquire_context(token);
+  ssize_t rc = fi_recv(ep_.get(), buf, length, desc, FI_ADDR_UNSPEC, ctx);
+  if (rc != 0) release_context(ctx);
+  return post_status("fi_recv", rc);
+}
+
+std::optional<domain::Event> FiDomain::error_event() {
+  fi_cq_err_entry err{};
+  ssize_t rc = fi_cq_readerr(cq_.get(), &err, 0);
+  if (rc < 0) {
+    if (rc != -FI_EAGAIN) log::warn("fi_cq_readerr: {}", fi_strerror(static_cast<int>(-rc)));
+    return std::nullopt;
+  }
+  char buf[256] = {};
+  const char* text = fi_cq_strerror(cq_.get(), err.prov_errno, err.err_data, buf, sizeof buf);
+  Status status(Errc::provider,
+                fmt::format("{} (provider: {})", fi_strerror(err.err), text ? text : "no detail"));
+  if (err.op_context == nullptr) {
+    // Target-side failures of remote operations have no local request to fail.
+    log::warn("completion error without a local operation: {}", status.message());
+    return std::nullopt;
+  }
+  auto* ctx = static_cast<OpContext*>(err.op_context);
+  domain::Event ev;
+  ev.kind = (err.flags & FI_RECV) != 0 ? domain::Event::Kind::recv_done
+                                       : domain::Event::Kind::tx_done;
+  ev.token = ctx->token;
+  ev.status = std::move(status);
+  release_context(ctx);
+  return ev;
+}
+
+std::size_t FiDomain::poll(std::span<domain::Event> out) {
+  std::array<fi_cq_data_entry, 32> entries{};
+  const std::size_t want = std::min(out.size(), entries.size());
+  ssize_t n = fi_cq_read(cq_.get(), entries.data(), want);
+  if (n == -FI_EAGAIN) return 0;
+  if (n == -FI_EAVAIL) {
+    auto ev = error_event();
+    if (!ev) return 0;
+    out[0] = std::move(*ev);
+    return 1;
+  }
+  if (n < 0) {
+    log::warn("fi_cq_read: {}", fi_strerror(static_cast<int>(-n)));
+    return 0;
+  }
+  std::size_t produced = 0;
+  for (ssize_t i = 0; i < n; ++i) {
+    const fi_cq_data_entry& e = entries[static_cast<std::size_t>(i)];
+    // Target-side events: some providers flag FI_REMOTE_WRITE, others only
+    // FI_REMOTE_CQ_DATA; some also echo FI_REMOTE_CQ_DATA on the writer's own
+    // completion, which carries FI_WRITE and our context.
+    constexpr std::uint64_t kLocalOp = FI_RECV | FI_SEND | FI_WRITE | FI_READ;
+    const bool remote = (e.flags & FI_REMOTE_WRITE) != 0 ||
+                        ((e.flags & FI_REMOTE_CQ_DATA) != 0 && (e.flags & kLocalOp) == 0);
+    if (remote) {
+      // Remote events have no local context; only those with data are immediates.
+      if ((e.flags & FI_REMOTE_CQ_DATA) == 0) continue;
+      domain::Event& ev = out[produced++];
+      ev = domain::Event{};
+      ev.kind = domain::Event::Kind::imm_arrived;
+      ev.imm = static_cast<std::uint32_t>(e.data);
+      continue;
+    }
+    auto* ctx = static_cast<OpContext*>(e.op_context);
+    domain::Event& ev = out[produced++];
+    ev = domain::Event{};
+    ev.token = ctx->token;
+    release_context(ctx);
+    if ((e.flags & FI_RECV) != 0) {
+      ev.kind = domain::Event::Kind::recv_done;
+      ev.length = e.len;
+    } else {
+      ev.kind = domain::Event::Kind::tx_done;
+    }
+  }
+  return produced;
+}
+
+}  // namespace fabric::ofi

@@ -1,0 +1,65 @@
+#pragma once
+// A Domain on one libfabric fabric domain + RDM endpoint.
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+
+#include <deque>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "domain/domain.hpp"
+#include "libfabric/fi_handles.hpp"
+#include "libfabric/fi_provider.hpp"
+
+namespace fabric::ofi {
+
+class FiDomain final : public domain::Domain {
+ public:
+  static Result<std::unique_ptr<FiDomain>> open(const ProviderQuery& query);
+  ~FiDomain() override;
+
+  [[nodiscard]] std::span<const std::byte> address() const noexcept override { return address_; }
+  [[nodiscard]] const domain::Limits& limits() const noexcept override { return limits_; }
+
+  Result<std::unique_ptr<domain::MemoryRegion>> register_memory(void* ptr, std::size_t length,
+                                                                Device device,
+                                                                Access access) override;
+  Result<domain::PeerHandle> resolve_peer(std::span<const std::byte> address) override;
+  Status post_write(const domain::WriteDesc& write) override;
+  Status post_send(domain::PeerHandle peer, const void* buf, std::size_t length, void* desc,
+                   domain::Token token) override;
+  Status post_recv(void* buf, std::size_t length, void* desc, domain::Token token) override;
+  std::size_t poll(std::span<domain::Event> out) override;
+
+ private:
+  // Providers in FI_CONTEXT mode own the first bytes of each operation context.
+  struct OpContext {
+    fi_context2 provider_scratch;
+    domain::Token token;
+  };
+
+  FiDomain() = default;
+  Status init(const ProviderQuery& query);
+  OpContext* acquire_context(domain::Token token);
+  void release_context(OpContext* ctx);
+  std::optional<domain::Event> error_event();
+
+  InfoPtr info_;
+  Fid<fid_fabric> fabric_;
+  Fid<fid_domain> domain_;
+  Fid<fid_cq> cq_;
+  Fid<fid_av> av_;
+  Fid<fid_ep> ep_;
+  std::vector<std::byte> address_;
+  domain::Limits limits_;
+  std::uint64_t mr_mode_ = 0;
+  std::uint64_t next_requested_key_ = 1;
+  std::unordered_map<std::string, fi_addr_t> peers_;
+  std::deque<OpContext> contexts_;  // deque: stable addresses as it grows
+  std::vector<OpContext*> free_contexts_;
+};
+
+}  // namespace fabric::ofi

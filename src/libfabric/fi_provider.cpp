@@ -1,0 +1,94 @@
+#include "libfabric/fi_provider.hpp"
+
+#include <fmt/format.h>
+#include <rdma/fi_errno.h>
+
+#include <array>
+#include <cstring>
+
+namespace fabric::ofi {
+
+namespace {
+
+constexpr auto kApiVersion = FI_VERSION(1, 17);
+
+char* dup(std::string_view s) {
+  auto* p = static_cast<char*>(std::malloc(s.size() + 1));
+  std::memcpy(p, s.data(), s.size());
+  p[s.size()] = '\0';
+  return p;
+}
+
+InfoPtr make_hints(const std::string& prov) {
+  InfoPtr hints(fi_allocinfo());
+  hints->caps = FI_MSG | FI_RMA | FI_SEND | FI_RECV | FI_WRITE | FI_REMOTE_WRITE;
+  // The engine gives every operation its own context, so providers that need
+  // FI_CONTEXT/FI_CONTEXT2 are welcome.
+  hints->mode = FI_CONTEXT | FI_CONTEXT2;
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->domain_attr->mr_mode =
+      FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+  hints->domain_attr->threading = FI_THREAD_DOMAIN;
+  // Nothing here relies on ordering; unordered providers (EFA SRD) stay eligible.
+  hints->tx_attr->msg_order = 0;
+  hints->rx_attr->msg_order = 0;
+  if (!prov.empty()) hints->fabric_attr->prov_name = dup(prov);
+  return hints;
+}
+
+Result<InfoPtr> getinfo(const std::string& prov, const char* node) {
+  InfoPtr hints = make_hints(prov);
+  fi_info* found = nullptr;
+  const std::uint64_t flags = node != nullptr ? FI_SOURCE : 0;
+  int rc = fi_getinfo(kApiVersion, node, nullptr, flags, hints.get(), &found);
+  if (rc != 0) {
+    return Status(rc == -FI_ENODATA ? Errc::not_found : Errc::provider,
+                  fmt::format("fi_getinfo(provider=\"{}\"{}{}) found no RDM endpoint with "
+                              "MSG+RMA: {}",
+                              prov.empty() ? "any" : prov, node ? ", node=" : "",
+                              node ? node : "", fi_strerror(-rc)));
+  }
+  InfoPtr all(found);
+  // Keep the first entry only; its successors are freed with the list.
+  InfoPtr first(fi_dupinfo(found));
+  if (first->domain_attr->cq_data_size < 4) {
+    return Status(Errc::unsupported,
+                  fmt::format("provider {} carries {} bytes of remote CQ data; the engine "
+                              "needs 4 for immediates",
+                              first->fabric_attr->prov_name, first->domain_attr->cq_data_size));
+  }
+  return first;
+}
+
+}  // namespace
+
+std::string provider_string(std::string_view name) {
+  if (name == "tcp") return "tcp;ofi_rxm";
+  if (name == "udp") return "udp;ofi_rxd";
+  if (name == "verbs") return "verbs;ofi_rxm";
+  return std::string(name);
+}
+
+bool is_ip_provider(std::string_view prov) {
+  static constexpr std::array<std::string_view, 5> kIp = {"tcp", "udp", "sockets", "verbs",
+                                                          "net"};
+  for (auto p : kIp) {
+    if (prov.starts_with(p)) return true;
+  }
+  return false;
+}
+
+Result<InfoPtr> find_provider(const ProviderQuery& query) {
+  std::string prov = query.provider == "auto" ? "" : provider_string(query.provider);
+  if (prov.empty()) {
+    // Take the first provider libfabric ranks best, then ask again by name so
+    // that IP providers are pinned to the bind address like any other.
+    auto any = getinfo("", nullptr);
+    if (!any) return any;
+    prov = any.value()->fabric_attr->prov_name;
+  }
+  const char* node = is_ip_provider(prov) ? query.bind_address.c_str() : nullptr;
+  return getinfo(prov, node);
+}
+
+}  // namespace fabric::ofi
