@@ -82,6 +82,13 @@ class TransferEngine {
   Status submit_paged_writes(const PagedWrite& request, OnDone on_done);
   Status submit_imm(std::uint32_t imm, const MrDesc& dst, OnDone on_done);
 
+  // Resolves the peers once for scatters and barriers; lives until stop().
+  Result<PeerGroupHandle> add_peer_group(const std::vector<NetAddr>& peers);
+  // One slice per peer from one source registration.
+  Status submit_scatter(const Scatter& request, OnDone on_done);
+  // An immediate-only WRITE to every peer.
+  Status submit_barrier(const Barrier& request, OnDone on_done);
+
   // Calls back once `count` WRITEs carrying `imm` have landed here. Arrivals
   // before this call count; arrivals beyond `count` carry over to the next
   // expectation (or counter) of the same imm. Expectations of one imm are

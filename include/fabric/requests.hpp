@@ -66,3 +66,57 @@ struct PagedWrite {
 };
 
 }  // namespace fabric
+
+namespace fabric {
+
+// A peer group made by TransferEngine::add_peer_group: its addresses are
+// resolved once, so scatters and barriers to it skip per-peer lookups.
+struct PeerGroupHandle {
+  std::uint64_t id = 0;
+  std::uint32_t size = 0;
+  friend bool operator==(const PeerGroupHandle&, const PeerGroupHandle&) = default;
+};
+
+// One peer's slice of a scatter: src[src_offset, +length) → dst[dst_offset, +length).
+struct ScatterSlice {
+  MrDesc dst;
+  std::uint64_t length = 0;
+  std::uint64_t src_offset = 0;
+  std::uint64_t dst_offset = 0;
+};
+
+// How a scatter spreads over the Domains of the group (see docs/api.md for
+// the immediate count of each).
+struct ScatterRouting {
+  enum class Mode : std::uint8_t {
+    shard_peers,    // slice i on Domain i mod K: one WRITE per peer
+    shard_bytes,    // each slice split over all K Domains: K WRITEs per peer
+    single_domain,  // every slice on `domain`: one WRITE per peer
+  };
+  Mode mode = Mode::shard_peers;
+  std::uint32_t domain = 0;
+
+  static constexpr ScatterRouting peers() noexcept { return {Mode::shard_peers, 0}; }
+  static constexpr ScatterRouting bytes() noexcept { return {Mode::shard_bytes, 0}; }
+  static constexpr ScatterRouting pinned(std::uint32_t d) noexcept {
+    return {Mode::single_domain, d};
+  }
+};
+
+struct Scatter {
+  // When set, slices[i] must target the group's peer i (same order and size).
+  std::optional<PeerGroupHandle> group;
+  MrHandle src;
+  std::vector<ScatterSlice> slices;
+  std::optional<std::uint32_t> imm;
+  ScatterRouting routing;
+};
+
+// An immediate-only WRITE to each peer (peer i on Domain i mod K).
+struct Barrier {
+  std::optional<PeerGroupHandle> group;
+  std::uint32_t imm = 0;
+  std::vector<MrDesc> dsts;  // one per peer; in group order when group is set
+};
+
+}  // namespace fabric

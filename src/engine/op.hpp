@@ -29,6 +29,15 @@ struct PagedPlan {
 
 struct ImmPlan {};
 
+struct ScatterPlan {
+  std::vector<MrDesc> dsts;  // per peer
+  std::vector<ScatterPiece> pieces;
+};
+
+struct BarrierPlan {
+  std::vector<MrDesc> dsts;  // per peer; WRITE i goes to peer i on Domain i mod K
+};
+
 struct SendPlan {
   NetAddr to;
   std::vector<std::byte> message;
@@ -36,14 +45,18 @@ struct SendPlan {
 };
 
 struct Op {
-  std::variant<SinglePlan, PagedPlan, ImmPlan, SendPlan> plan;
+  std::variant<SinglePlan, PagedPlan, ImmPlan, SendPlan, ScatterPlan, BarrierPlan> plan;
   OnDone on_done;
   std::optional<std::uint32_t> imm;
   std::shared_ptr<detail::Registration> src;  // writes with a local source
-  MrDesc dst;                                 // writes
+  MrDesc dst;                                 // single, paged and imm writes
+  std::optional<std::uint64_t> group;         // scatter/barrier to a peer group
 
   // Worker state.
-  std::vector<domain::PeerHandle> peers;  // per Domain
+  // Resolved peers, indexed peer * num_domains + domain: the op's own table,
+  // or its peer group's, which the worker keeps for the engine's lifetime.
+  std::vector<domain::PeerHandle> own_peers;
+  const domain::PeerHandle* peers = nullptr;
   std::uint32_t total = 0;
   std::uint32_t posted = 0;
   std::uint32_t done = 0;

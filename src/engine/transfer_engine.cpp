@@ -1,6 +1,8 @@
 #include <fmt/format.h>
 
 #include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
 #include <random>
 #include <unordered_set>
 
@@ -31,6 +33,32 @@ struct TransferEngine::Impl {
 
   std::mutex counters_mutex;
   std::unordered_set<std::uint32_t> counter_imms;
+
+  // Peer groups as submitters validate against them.
+  std::shared_mutex groups_mutex;
+  std::unordered_map<std::uint64_t, std::vector<NetAddr>> groups;
+
+  Status check_group(const std::optional<PeerGroupHandle>& group, std::size_t peers,
+                     const std::function<const NetAddr&(std::size_t)>& owner_of) {
+    if (!group) return Status::success();
+    std::shared_lock lock(groups_mutex);
+    auto it = groups.find(group->id);
+    if (it == groups.end()) {
+      return {Errc::not_found, fmt::format("unknown peer group {}", group->id)};
+    }
+    if (it->second.size() != peers) {
+      return {Errc::invalid_argument, fmt::format("peer group {} has {} peers, request has {}",
+                                                  group->id, it->second.size(), peers)};
+    }
+    for (std::size_t i = 0; i < peers; ++i) {
+      if (!(owner_of(i) == it->second[i])) {
+        return {Errc::invalid_argument,
+                fmt::format("destination {} does not belong to peer {} of group {}", i, i,
+                            group->id)};
+      }
+    }
+    return Status::success();
+  }
 
   class Entry {
    public:
@@ -291,6 +319,85 @@ Status TransferEngine::release_imm_counter(std::uint32_t imm) {
   auto* worker = impl_->worker.get();
   worker->post_task([worker, imm] { worker->imms().detach(imm); });
   return Status::success();
+}
+
+// ---------------------------------------------------------------- peer groups
+
+Result<PeerGroupHandle> TransferEngine::add_peer_group(const std::vector<NetAddr>& peers) {
+  Impl::Entry entry(*impl_);
+  if (!entry.open()) return Impl::shut();
+  if (peers.empty()) return Status(Errc::invalid_argument, "a peer group needs peers");
+  for (std::size_t i = 0; i < peers.size(); ++i) {
+    if (auto st = engine::check_peer(peers[i], impl_->identity); !st.ok()) {
+      return Status(st.code(), fmt::format("peer {}: {}", i, st.message()));
+    }
+  }
+  auto* worker = impl_->worker.get();
+  auto id = worker->call<std::uint64_t>([worker, peers] { return worker->add_peer_group(peers); },
+                                        impl_->config.control_timeout);
+  if (!id) return id.status();
+  {
+    std::unique_lock lock(impl_->groups_mutex);
+    impl_->groups.emplace(*id, peers);
+  }
+  return PeerGroupHandle{*id, static_cast<std::uint32_t>(peers.size())};
+}
+
+Status TransferEngine::submit_scatter(const Scatter& request, OnDone on_done) {
+  Impl::Entry entry(*impl_);
+  if (!entry.open()) return Impl::shut();
+  if (auto st = engine::check_source(request.src, impl_->identity); !st.ok()) return st;
+  const auto k = static_cast<std::uint32_t>(num_domains());
+  if (request.routing.mode == ScatterRouting::Mode::single_domain && request.routing.domain >= k) {
+    return {Errc::invalid_argument, fmt::format("scatter routing pins domain {} of {}",
+                                                request.routing.domain, k)};
+  }
+  std::vector<MrDesc> dsts;
+  dsts.reserve(request.slices.size());
+  for (std::size_t i = 0; i < request.slices.size(); ++i) {
+    const ScatterSlice& s = request.slices[i];
+    Status st = engine::check_remote(s.dst, impl_->identity);
+    if (st.ok()) st = engine::check_local_range(request.src, s.src_offset, s.length);
+    if (st.ok()) st = engine::check_remote_range(s.dst, s.dst_offset, s.length);
+    if (!st.ok()) return {st.code(), fmt::format("slice {}: {}", i, st.message())};
+    dsts.push_back(s.dst);
+  }
+  if (auto st = impl_->check_group(request.group, dsts.size(),
+                                   [&](std::size_t i) -> const NetAddr& { return dsts[i].owner(); });
+      !st.ok()) {
+    return st;
+  }
+  auto pieces = engine::plan_scatter(request.slices, request.routing, k);
+  if (!pieces) return pieces.status();
+  auto op = std::make_unique<Op>();
+  op->plan = engine::ScatterPlan{std::move(dsts), std::move(pieces).value()};
+  op->on_done = std::move(on_done);
+  op->imm = request.imm;
+  op->src = request.src.registration();
+  if (request.group) op->group = request.group->id;
+  return impl_->enqueue(std::move(op));
+}
+
+Status TransferEngine::submit_barrier(const Barrier& request, OnDone on_done) {
+  Impl::Entry entry(*impl_);
+  if (!entry.open()) return Impl::shut();
+  for (std::size_t i = 0; i < request.dsts.size(); ++i) {
+    if (auto st = engine::check_remote(request.dsts[i], impl_->identity); !st.ok()) {
+      return {st.code(), fmt::format("peer {}: {}", i, st.message())};
+    }
+  }
+  if (auto st = impl_->check_group(
+          request.group, request.dsts.size(),
+          [&](std::size_t i) -> const NetAddr& { return request.dsts[i].owner(); });
+      !st.ok()) {
+    return st;
+  }
+  auto op = std::make_unique<Op>();
+  op->plan = engine::BarrierPlan{request.dsts};
+  op->on_done = std::move(on_done);
+  op->imm = request.imm;
+  if (request.group) op->group = request.group->id;
+  return impl_->enqueue(std::move(op));
 }
 
 }  // namespace fabric

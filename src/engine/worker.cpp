@@ -219,32 +219,21 @@ void Worker::start_op(Op* op) {
     }
     ++op->src->in_flight;
   }
-  // Resolve the peer's Domains once per request; the Domain caches addresses.
-  const NetAddr* peer = nullptr;
-  if (auto* send = std::get_if<SendPlan>(&op->plan)) {
-    peer = &send->to;
-  } else {
-    peer = &op->dst.owner();
-  }
-  const std::size_t needed = std::holds_alternative<SendPlan>(op->plan) ? 1 : domains_.size();
-  op->peers.resize(needed);
-  for (std::size_t d = 0; d < needed; ++d) {
-    auto handle = domains_[d]->resolve_peer(peer->domain_address(d));
-    if (!handle) {
-      op->error = handle.status();
-      finish(op);
-      return;
-    }
-    op->peers[d] = *handle;
+  if (auto st = resolve_peers(op); !st.ok()) {
+    op->error = std::move(st);
+    finish(op);
+    return;
   }
 
   std::visit(
       [op](auto& plan) {
         using T = std::decay_t<decltype(plan)>;
-        if constexpr (std::is_same_v<T, SinglePlan>) {
+        if constexpr (std::is_same_v<T, SinglePlan> || std::is_same_v<T, ScatterPlan>) {
           op->total = static_cast<std::uint32_t>(plan.pieces.size());
         } else if constexpr (std::is_same_v<T, PagedPlan>) {
           op->total = static_cast<std::uint32_t>(plan.src.indices.size());
+        } else if constexpr (std::is_same_v<T, BarrierPlan>) {
+          op->total = static_cast<std::uint32_t>(plan.dsts.size());
         } else {
           op->total = 1;
         }
@@ -279,6 +268,57 @@ void Worker::start_op(Op* op) {
   }
 }
 
+Status Worker::resolve_peers(Op* op) {
+  const std::size_t k = domains_.size();
+  if (op->group) {
+    auto it = peer_groups_.find(*op->group);
+    if (it == peer_groups_.end()) {
+      return {Errc::not_found, fmt::format("unknown peer group {}", *op->group)};
+    }
+    op->peers = it->second.data();
+    return Status::success();
+  }
+  // The owners whose Domains this op writes to, in peer order.
+  std::vector<const NetAddr*> owners;
+  std::visit(
+      [&](auto& plan) {
+        using T = std::decay_t<decltype(plan)>;
+        if constexpr (std::is_same_v<T, SendPlan>) {
+          owners.push_back(&plan.to);
+        } else if constexpr (std::is_same_v<T, ScatterPlan> || std::is_same_v<T, BarrierPlan>) {
+          for (const MrDesc& dst : plan.dsts) owners.push_back(&dst.owner());
+        } else {
+          owners.push_back(&op->dst.owner());
+        }
+      },
+      op->plan);
+  op->own_peers.resize(owners.size() * k);
+  for (std::size_t p = 0; p < owners.size(); ++p) {
+    for (std::size_t d = 0; d < k; ++d) {
+      auto handle = domains_[d]->resolve_peer(owners[p]->domain_address(d));
+      if (!handle) return handle.status();
+      op->own_peers[p * k + d] = *handle;
+    }
+  }
+  op->peers = op->own_peers.data();
+  return Status::success();
+}
+
+Result<std::uint64_t> Worker::add_peer_group(const std::vector<NetAddr>& peers) {
+  const std::size_t k = domains_.size();
+  std::vector<domain::PeerHandle> table(peers.size() * k);
+  for (std::size_t p = 0; p < peers.size(); ++p) {
+    for (std::size_t d = 0; d < k; ++d) {
+      auto handle = domains_[d]->resolve_peer(peers[p].domain_address(d));
+      if (!handle) return handle.status();
+      table[p * k + d] = *handle;
+    }
+  }
+  const std::uint64_t id = next_group_id_++;
+  peer_groups_.emplace(id, std::move(table));
+  return id;
+}
+
 bool Worker::post_some(Op* op, std::uint32_t max_wrs) {
   std::uint32_t n = 0;
   while (!op->fully_posted() && !op->failed() && n < max_wrs) {
@@ -297,6 +337,8 @@ Status Worker::post_one(Op* op) {
   const std::uint32_t i = op->posted;
   const auto keys = op->dst.keys();
   std::uint32_t d = 0;
+  std::uint32_t peer = 0;
+  std::optional<std::uint64_t> rkey;
   Status st;
   std::visit(
       [&](auto& plan) {
@@ -324,6 +366,25 @@ Status Worker::post_one(Op* op) {
           w.length = 0;
           w.local_desc = scratch_regions_[0]->local_desc();
           w.remote_addr = keys[0].addr_base;
+        } else if constexpr (std::is_same_v<T, ScatterPlan>) {
+          const ScatterPiece& piece = plan.pieces[i];
+          d = piece.domain;
+          peer = piece.peer;
+          const RemoteKey& key = plan.dsts[peer].keys()[d];
+          w.local = static_cast<const std::byte*>(op->src->ptr) + piece.src_offset;
+          w.length = piece.length;
+          w.local_desc = op->src->regions[d]->local_desc();
+          w.remote_addr = key.addr_base + piece.dst_offset;
+          rkey = key.rkey;
+        } else if constexpr (std::is_same_v<T, BarrierPlan>) {
+          d = static_cast<std::uint32_t>(i % domains_.size());
+          peer = i;
+          const RemoteKey& key = plan.dsts[peer].keys()[d];
+          w.local = scratch_.get();
+          w.length = 0;
+          w.local_desc = scratch_regions_[d]->local_desc();
+          w.remote_addr = key.addr_base;
+          rkey = key.rkey;
         }
         if constexpr (std::is_same_v<T, SendPlan>) {
           if (tx_in_flight_[0] >= domains_[0]->limits().tx_depth) {
@@ -339,8 +400,8 @@ Status Worker::post_one(Op* op) {
             st = Status(Errc::again, {});
             return;
           }
-          w.peer = op->peers[d];
-          w.rkey = keys[d].rkey;
+          w.peer = op->peers[std::size_t{peer} * domains_.size() + d];
+          w.rkey = rkey ? *rkey : keys[d].rkey;
           st = domains_[d]->post_write(w);
         }
       },

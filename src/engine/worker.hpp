@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -62,6 +63,7 @@ class Worker {
   void deregister(std::shared_ptr<detail::Registration> reg, std::promise<Status> done);
   Status add_recv_pool(std::size_t buffer_size, std::uint32_t count, RecvCallback on_recv);
   ImmTable& imms() noexcept { return imms_; }
+  Result<std::uint64_t> add_peer_group(const std::vector<NetAddr>& peers);
 
  private:
   void run();
@@ -70,6 +72,7 @@ class Worker {
   bool progress_pending();
   bool poll_domains();
   void start_op(Op* op);
+  Status resolve_peers(Op* op);
   // Posts WRs of op while the provider accepts them; false once blocked.
   bool post_some(Op* op, std::uint32_t max_wrs);
   Status post_one(Op* op);
@@ -115,6 +118,8 @@ class Worker {
   std::vector<std::pair<std::shared_ptr<detail::Registration>, std::promise<Status>>>
       deferred_deregs_;
   bool draining_ = false;
+  std::unordered_map<std::uint64_t, std::vector<domain::PeerHandle>> peer_groups_;
+  std::uint64_t next_group_id_ = 1;
 };
 
 template <typename T>

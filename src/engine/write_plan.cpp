@@ -45,4 +45,33 @@ Result<std::vector<WritePiece>> plan_single_write(std::uint64_t length,
   return pieces;
 }
 
+Result<std::vector<ScatterPiece>> plan_scatter(const std::vector<ScatterSlice>& slices,
+                                               const ScatterRouting& routing,
+                                               std::uint32_t num_domains,
+                                               std::uint64_t max_write) {
+  std::vector<ScatterPiece> out;
+  out.reserve(slices.size() * (routing.mode == ScatterRouting::Mode::shard_bytes ? num_domains : 1));
+  for (std::uint32_t p = 0; p < slices.size(); ++p) {
+    const ScatterSlice& s = slices[p];
+    WriteRouting per_peer;
+    switch (routing.mode) {
+      case ScatterRouting::Mode::shard_peers:
+        per_peer = WriteRouting::pinned(p % num_domains);
+        break;
+      case ScatterRouting::Mode::shard_bytes:
+        per_peer = WriteRouting::shards(num_domains);
+        break;
+      case ScatterRouting::Mode::single_domain:
+        per_peer = WriteRouting::pinned(routing.domain);
+        break;
+    }
+    auto pieces = plan_single_write(s.length, per_peer, num_domains, max_write);
+    if (!pieces) return pieces.status();
+    for (const WritePiece& w : *pieces) {
+      out.push_back({p, w.domain, s.src_offset + w.offset, s.dst_offset + w.offset, w.length});
+    }
+  }
+  return out;
+}
+
 }  // namespace fabric::engine

@@ -26,4 +26,19 @@ Result<std::vector<WritePiece>> plan_single_write(std::uint64_t length,
                                                   std::uint32_t num_domains,
                                                   std::uint64_t max_write = kMaxWriteBytes);
 
+// One WRITE of a scatter: which peer, which Domain, which bytes.
+struct ScatterPiece {
+  std::uint32_t peer = 0;
+  std::uint32_t domain = 0;
+  std::uint64_t src_offset = 0;  // absolute, in the source registration
+  std::uint64_t dst_offset = 0;  // absolute, in the peer's registration
+  std::uint64_t length = 0;
+};
+
+// The WRITEs of a scatter in posting order (peer-major); one immediate each.
+Result<std::vector<ScatterPiece>> plan_scatter(const std::vector<ScatterSlice>& slices,
+                                               const ScatterRouting& routing,
+                                               std::uint32_t num_domains,
+                                               std::uint64_t max_write = kMaxWriteBytes);
+
 }  // namespace fabric::engine

@@ -76,3 +76,44 @@ TEST(WritePlan, AbsurdShardCountsAreRejected) {
 
 }  // namespace
 }  // namespace fabric::engine
+
+namespace fabric::engine {
+namespace {
+
+std::vector<ScatterSlice> three_slices() {
+  return {{MrDesc{}, 10, 0, 100}, {MrDesc{}, 0, 10, 200}, {MrDesc{}, 7, 10, 300}};
+}
+
+TEST(ScatterPlan, ShardPeersGivesOneWritePerPeerRoundRobin) {
+  auto plan = plan_scatter(three_slices(), ScatterRouting::peers(), 2);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->size(), 3u);
+  EXPECT_EQ((*plan)[0].domain, 0u);
+  EXPECT_EQ((*plan)[1].domain, 1u);
+  EXPECT_EQ((*plan)[2].domain, 0u);
+  EXPECT_EQ((*plan)[1].length, 0u);  // empty slices still notify their peer
+  EXPECT_EQ((*plan)[2].dst_offset, 300u);
+}
+
+TEST(ScatterPlan, ShardBytesGivesEveryPeerOneWritePerDomain) {
+  auto plan = plan_scatter(three_slices(), ScatterRouting::bytes(), 4);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->size(), 12u);
+  // Peer 2's 7 bytes: 2 + 2 + 2 + 1, contiguous from its offsets.
+  EXPECT_EQ((*plan)[8].peer, 2u);
+  EXPECT_EQ((*plan)[8].length, 2u);
+  EXPECT_EQ((*plan)[11].length, 1u);
+  EXPECT_EQ((*plan)[11].src_offset, 16u);
+  EXPECT_EQ((*plan)[11].dst_offset, 306u);
+  EXPECT_EQ((*plan)[11].domain, 3u);
+}
+
+TEST(ScatterPlan, SingleDomainPinsEverySlice) {
+  auto plan = plan_scatter(three_slices(), ScatterRouting::pinned(1), 2);
+  ASSERT_TRUE(plan.ok());
+  for (const auto& p : *plan) EXPECT_EQ(p.domain, 1u);
+  EXPECT_FALSE(plan_scatter(three_slices(), ScatterRouting::pinned(2), 2).ok());
+}
+
+}  // namespace
+}  // namespace fabric::engine
