@@ -47,6 +47,10 @@ struct EngineConfig {
   std::chrono::milliseconds control_timeout{10000};
   // Bound on stop() waiting for posted work to drain before failing it.
   std::chrono::milliseconds drain_timeout{2000};
+  // A request whose WRITEs/SENDs see no completion for this long fails with
+  // Errc::timeout (a dead or unreachable peer). Its posted operations stay
+  // accounted until the provider lets go of them.
+  std::chrono::milliseconds request_timeout{5000};
 };
 
 // A received message; data points into an engine buffer that is re-posted

@@ -1,6 +1,7 @@
 #pragma once
 // One accepted submission while the worker carries it out.
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <variant>
@@ -61,6 +62,8 @@ struct Op {
   std::uint32_t posted = 0;
   std::uint32_t done = 0;
   bool in_pending = false;
+  bool delivered = false;  // on_done already ran (timed out); waiting for the provider
+  std::chrono::steady_clock::time_point last_progress;
   Status error;
 
   [[nodiscard]] bool failed() const noexcept { return !error.ok(); }

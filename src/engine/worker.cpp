@@ -17,6 +17,7 @@ constexpr std::size_t kTaskBatch = 64;
 // A new request posts its first WRITE at once; the rest waits its turn.
 constexpr std::uint32_t kFirstPost = 1;
 constexpr std::uint32_t kUnlimited = ~std::uint32_t{0};
+constexpr auto kExpiryCheckInterval = std::chrono::milliseconds(5);
 
 domain::Token op_token(Op* op) { return reinterpret_cast<domain::Token>(op); }
 }  // namespace
@@ -99,13 +100,19 @@ void Worker::stop() {
 
 void Worker::run() {
   auto last_busy = Clock::now();
+  auto next_expiry_check = last_busy;
   while (!stop_requested_.load(std::memory_order_acquire)) {
     bool busy = drain_tasks();
     busy |= drain_submissions();
     busy |= progress_pending();
     busy |= poll_domains();
+    const auto now = Clock::now();
+    if (now >= next_expiry_check) {
+      expire_stalled(now);
+      next_expiry_check = now + kExpiryCheckInterval;
+    }
     if (busy) {
-      last_busy = Clock::now();
+      last_busy = now;
     } else if (!config_.busy_poll) {
       idle_wait(last_busy);
     }
@@ -210,6 +217,7 @@ bool Worker::poll_domains() {
 // ---------------------------------------------------------------- requests
 
 void Worker::start_op(Op* op) {
+  op->last_progress = Clock::now();
   if (op->src) {
     if (!op->src->alive.load(std::memory_order_acquire)) {
       op->error = Status(Errc::invalid_argument,
@@ -416,24 +424,54 @@ Status Worker::post_one(Op* op) {
 void Worker::on_tx_done(Op* op, std::size_t domain, Status status) {
   --tx_in_flight_[domain];
   ++op->done;
+  op->last_progress = Clock::now();
   if (!status.ok() && op->error.ok()) op->error = std::move(status);
   if (op->finished() && !op->in_pending) finish(op);
 }
 
+void Worker::deliver(Op* op) {
+  if (op->delivered) return;
+  op->delivered = true;
+  outstanding_.fetch_sub(1, std::memory_order_acq_rel);
+  if (op->on_done.needs_callback_thread()) {
+    callbacks_.post([done = std::move(op->on_done), st = op->error]() mutable { done.deliver(st); });
+  } else {
+    op->on_done.deliver(op->error);
+  }
+}
+
 void Worker::finish(Op* op) {
+  deliver(op);
   if (op->src) release_registration_use(*op->src);
   if (auto* send = std::get_if<SendPlan>(&op->plan); send && send->slot >= 0 && staging_) {
     staging_->release(send->slot);
   }
   live_.erase(op);
-  std::unique_ptr<Op> owned(op);
-  outstanding_.fetch_sub(1, std::memory_order_acq_rel);
-  if (owned->on_done.needs_callback_thread()) {
-    callbacks_.post([done = std::move(owned->on_done), st = std::move(owned->error)]() mutable {
-      done.deliver(st);
-    });
-  } else {
-    owned->on_done.deliver(owned->error);
+  delete op;
+}
+
+void Worker::expire_stalled(Clock::time_point now) {
+  std::vector<Op*> expired;
+  for (Op* op : live_) {
+    if (!op->delivered && now - op->last_progress > config_.request_timeout) expired.push_back(op);
+  }
+  for (Op* op : expired) {
+    if (op->error.ok()) {
+      op->error = Status(
+          Errc::timeout,
+          fmt::format("no completion for {} ms ({} of {} operations done); the peer may be dead "
+                      "or unreachable",
+                      config_.request_timeout.count(), op->done, op->total));
+    }
+    if (std::erase(waiting_for_staging_, op) > 0) {
+      finish(op);
+    } else if (op->finished() && !op->in_pending) {
+      finish(op);
+    } else {
+      // Posted operations still belong to the provider: report now, free the
+      // op when the last of them completes (or at stop()).
+      deliver(op);
+    }
   }
 }
 
@@ -563,15 +601,16 @@ void Worker::shutdown_sequence() {
   while (drain_submissions()) {
   }
   const auto deadline = Clock::now() + config_.drain_timeout;
-  while (!live_.empty() && Clock::now() < deadline) {
+  // Requests already reported (timed out) do not hold the drain up.
+  while (outstanding_.load(std::memory_order_acquire) > 0 && Clock::now() < deadline) {
     drain_tasks();
     progress_pending();
     poll_domains();
   }
   draining_ = true;
-  if (!live_.empty()) {
+  if (outstanding_.load(std::memory_order_acquire) > 0) {
     log::warn("stop(): failing {} requests that did not finish within drain_timeout",
-              live_.size());
+              outstanding_.load());
   }
   const std::vector<Op*> left(live_.begin(), live_.end());
   pending_.clear();

@@ -77,7 +77,10 @@ class Worker {
   bool post_some(Op* op, std::uint32_t max_wrs);
   Status post_one(Op* op);
   void on_tx_done(Op* op, std::size_t domain, Status status);
+  // Runs on_done (once) and, when the provider holds nothing of it, frees op.
   void finish(Op* op);
+  void deliver(Op* op);
+  void expire_stalled(std::chrono::steady_clock::time_point now);
   void fail(Op* op, Status status);
   void on_recv(RecvSlot* slot, std::size_t length, const Status& status);
   void post_recv(RecvSlot* slot);
