@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -51,6 +52,10 @@ struct EngineConfig {
   // Errc::timeout (a dead or unreachable peer). Its posted operations stay
   // accounted until the provider lets go of them.
   std::chrono::milliseconds request_timeout{5000};
+  // A WRITE completes only once delivered into the target's memory, so that
+  // target-side failures (a revoked key) reach the writer. Unset: on for
+  // tcp;ofi_rxm, provider default elsewhere (docs/api.md, provider notes).
+  std::optional<bool> delivery_complete;
 };
 
 // A received message; data points into an engine buffer that is re-posted

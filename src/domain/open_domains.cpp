@@ -13,7 +13,8 @@ Result<OpenedDomains> open_domains(const EngineConfig& config) {
                               NetAddr::kMaxDomains));
   }
   OpenedDomains out;
-  const ofi::ProviderQuery query{config.provider, config.bind_address};
+  const ofi::ProviderQuery query{config.provider, config.bind_address,
+                                 config.delivery_complete};
   for (std::uint32_t i = 0; i < config.domains_per_group; ++i) {
     auto d = ofi::FiDomain::open(query);
     if (!d) return d.status();

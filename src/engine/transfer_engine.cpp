@@ -303,7 +303,18 @@ Result<std::shared_ptr<ImmCounter>> TransferEngine::imm_counter(std::uint32_t im
   }
   auto counter = std::make_shared<ImmCounter>(imm);
   auto* worker = impl_->worker.get();
-  worker->post_task([worker, counter] { worker->imms().attach(counter); });
+  // Synchronous, so value() already holds the arrivals counted before this call.
+  auto attached = worker->call<bool>(
+      [worker, counter]() -> Result<bool> {
+        worker->imms().attach(counter);
+        return true;
+      },
+      impl_->config.control_timeout);
+  if (!attached) {
+    std::lock_guard lock(impl_->counters_mutex);
+    impl_->counter_imms.erase(imm);
+    return attached.status();
+  }
   return counter;
 }
 

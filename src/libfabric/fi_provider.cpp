@@ -19,7 +19,7 @@ char* dup(std::string_view s) {
   return p;
 }
 
-InfoPtr make_hints(const std::string& prov) {
+InfoPtr make_hints(const std::string& prov, bool delivery_complete) {
   InfoPtr hints(fi_allocinfo());
   hints->caps = FI_MSG | FI_RMA | FI_SEND | FI_RECV | FI_WRITE | FI_REMOTE_WRITE;
   // The engine gives every operation its own context, so providers that need
@@ -31,13 +31,15 @@ InfoPtr make_hints(const std::string& prov) {
   hints->domain_attr->threading = FI_THREAD_DOMAIN;
   // Nothing here relies on ordering; unordered providers (EFA SRD) stay eligible.
   hints->tx_attr->msg_order = 0;
+
   hints->rx_attr->msg_order = 0;
+  if (delivery_complete) hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
   if (!prov.empty()) hints->fabric_attr->prov_name = dup(prov);
   return hints;
 }
 
-Result<InfoPtr> getinfo(const std::string& prov, const char* node) {
-  InfoPtr hints = make_hints(prov);
+Result<InfoPtr> getinfo(const std::string& prov, const char* node, bool delivery_complete) {
+  InfoPtr hints = make_hints(prov, delivery_complete);
   fi_info* found = nullptr;
   const std::uint64_t flags = node != nullptr ? FI_SOURCE : 0;
   int rc = fi_getinfo(kApiVersion, node, nullptr, flags, hints.get(), &found);
@@ -69,6 +71,13 @@ std::string provider_string(std::string_view name) {
   return std::string(name);
 }
 
+bool prov_defaults_to_delivery_complete(std::string_view prov) {
+  // ofi_rxm reports a target-side failure (a revoked key) to the writer only
+  // when the write waits for delivery; shm 1.17 never completes zero-length
+  // writes in that mode, so it keeps the provider's default.
+  return prov.starts_with("tcp") || prov.starts_with("verbs");
+}
+
 bool is_ip_provider(std::string_view prov) {
   static constexpr std::array<std::string_view, 5> kIp = {"tcp", "udp", "sockets", "verbs",
                                                           "net"};
@@ -83,12 +92,14 @@ Result<InfoPtr> find_provider(const ProviderQuery& query) {
   if (prov.empty()) {
     // Take the first provider libfabric ranks best, then ask again by name so
     // that IP providers are pinned to the bind address like any other.
-    auto any = getinfo("", nullptr);
+    auto any = getinfo("", nullptr, false);
     if (!any) return any;
     prov = any.value()->fabric_attr->prov_name;
   }
   const char* node = is_ip_provider(prov) ? query.bind_address.c_str() : nullptr;
-  return getinfo(prov, node);
+  const bool delivery_complete =
+      query.delivery_complete.value_or(prov_defaults_to_delivery_complete(prov));
+  return getinfo(prov, node, delivery_complete);
 }
 
 }  // namespace fabric::ofi

@@ -3,6 +3,7 @@
 
 #include <rdma/fabric.h>
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -20,7 +21,11 @@ bool is_ip_provider(std::string_view provider_string);
 struct ProviderQuery {
   std::string provider;      // user-facing name, or "auto"
   std::string bind_address;  // for IP providers
+  // Writes complete once delivered at the target; unset: per-provider default.
+  std::optional<bool> delivery_complete;
 };
+
+bool prov_defaults_to_delivery_complete(std::string_view provider_string);
 
 // fi_getinfo for an RDM endpoint with MSG + RMA + remote CQ data and every
 // mr_mode bit the engine can honour; returns the first match.

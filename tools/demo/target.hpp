@@ -1,0 +1,12 @@
+#pragma once
+// The receiving role: owns the destination region, counts immediates and
+// checks every byte the writer claims to have written.
+
+#include "options.hpp"
+
+namespace demo {
+
+// Returns the process exit code; throws DemoError on any failure.
+int run_target(const Options& options);
+
+}  // namespace demo
