@@ -18,6 +18,7 @@
 #include "fabric/net_addr.hpp"
 #include "fabric/requests.hpp"
 #include "fabric/status.hpp"
+#include "fabric/watcher.hpp"
 
 namespace fabric {
 
@@ -108,6 +109,13 @@ class TransferEngine {
   Result<std::shared_ptr<ImmCounter>> imm_counter(std::uint32_t imm);
   // Detaches the counter of `imm`; later arrivals are counted internally again.
   Status release_imm_counter(std::uint32_t imm);
+
+  // A 64-bit word that a GPU kernel (also inside a CUDA graph) or a host
+  // thread writes; the engine's watcher thread calls back with (old, new) on
+  // every observed change (docs/watcher.md). The watcher thread starts on the
+  // first call. cuda_mapped memory needs a CUDA driver and device.
+  Result<Watcher> alloc_uvm_watcher(WatchCallback callback,
+                                    WatcherMemory memory = WatcherMemory::host);
 
   // Drains or fails all outstanding work, then joins every thread. Idempotent.
   void stop();

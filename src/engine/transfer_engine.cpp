@@ -11,6 +11,7 @@
 #include "engine/callback_thread.hpp"
 #include "engine/validate.hpp"
 #include "engine/worker.hpp"
+#include "watcher/watcher_thread.hpp"
 #include "fabric/engine.hpp"
 
 namespace fabric {
@@ -23,6 +24,9 @@ struct TransferEngine::Impl {
   engine::LocalIdentity identity;
   std::unique_ptr<engine::CallbackThread> callbacks;
   std::unique_ptr<engine::Worker> worker;
+  // Started on first use: an idle poller costs a core on small machines.
+  std::mutex watcher_mutex;
+  std::unique_ptr<watcher::WatcherThread> watcher;
 
   // Submitters announce themselves so stop() can wait until none is between
   // its accepting_ check and its enqueue.
@@ -132,11 +136,21 @@ const EngineConfig& TransferEngine::config() const noexcept { return impl_->conf
 std::size_t TransferEngine::num_domains() const noexcept { return impl_->address.num_domains(); }
 
 void TransferEngine::stop() {
+  if (impl_->callbacks->on_this_thread()) {
+    // Joining the callback thread from itself would deadlock.
+    log::error("stop() called from an engine callback; ignored (call it from another thread)");
+    return;
+  }
   std::lock_guard lock(impl_->stop_mutex);
   if (impl_->stopped) return;
   impl_->stopped = true;
   impl_->accepting.store(false, std::memory_order_seq_cst);
   while (impl_->entering.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+  {
+    // Watcher callbacks may submit work: stop them before the worker.
+    std::lock_guard watcher_lock(impl_->watcher_mutex);
+    if (impl_->watcher) impl_->watcher->stop();
+  }
   impl_->worker->stop();
   // Callbacks may still reference receive buffers: finish them before the
   // worker (and its buffers) go away.
@@ -409,6 +423,17 @@ Status TransferEngine::submit_barrier(const Barrier& request, OnDone on_done) {
   op->imm = request.imm;
   if (request.group) op->group = request.group->id;
   return impl_->enqueue(std::move(op));
+}
+
+// ---------------------------------------------------------------- watcher
+
+Result<Watcher> TransferEngine::alloc_uvm_watcher(WatchCallback callback, WatcherMemory memory) {
+  Impl::Entry entry(*impl_);
+  if (!entry.open()) return Impl::shut();
+  if (!callback) return Status(Errc::invalid_argument, "alloc_uvm_watcher needs a callback");
+  std::lock_guard lock(impl_->watcher_mutex);
+  if (!impl_->watcher) impl_->watcher = std::make_unique<watcher::WatcherThread>();
+  return impl_->watcher->alloc(std::move(callback), memory);
 }
 
 }  // namespace fabric
