@@ -1,0 +1,106 @@
+#pragma once
+// Shared pieces of the conformance suite: the provider parameter, engine
+// configuration, timing bounds and status assertions.
+//
+// Every test runs real processes. The parent forks its children FIRST (see
+// fabric_test/child_process.hpp for why), then creates its own engine; the
+// processes exchange NetAddr/MrDesc over the control Channel.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "fabric/fabric.hpp"
+#include "fabric_test/channel.hpp"
+#include "fabric_test/child_process.hpp"
+
+namespace fabric {
+// Readable gtest output for library values (found by argument-dependent lookup).
+inline void PrintTo(Errc code, std::ostream* os) { *os << errc_name(code); }
+inline void PrintTo(const Status& status, std::ostream* os) { *os << status.to_string(); }
+}  // namespace fabric
+
+namespace fabric::conformance {
+
+using namespace std::chrono_literals;
+using test::ChildProcess;
+
+// A child's hard deadline; below ctest's 120 s per test so the harness, not
+// ctest, reports a stuck child.
+inline constexpr std::chrono::seconds kChildLifetime{100};
+// Bound on any single operation we expect to finish (a write landing, a
+// completion arriving, a control message).
+inline constexpr std::chrono::milliseconds kWait{20000};
+// How long a negative check watches for something that must NOT happen (a
+// surplus immediate, a duplicate completion). Short: it costs every test.
+inline constexpr std::chrono::milliseconds kQuiet{150};
+
+inline EngineConfig engine_config(const std::string& provider) {
+  EngineConfig config;
+  config.provider = provider;
+  config.bind_address = "127.0.0.1";
+  return config;
+}
+
+// TEST_P suites derive from this; the parameter is the provider name.
+class ProviderTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  [[nodiscard]] const std::string& provider() const { return GetParam(); }
+  [[nodiscard]] EngineConfig config() const { return engine_config(provider()); }
+  [[nodiscard]] bool ip_provider() const { return provider() == "tcp" || provider() == "sockets"; }
+};
+
+inline std::string provider_param_name(const ::testing::TestParamInfo<std::string>& info) {
+  return info.param;
+}
+
+inline Status status_of(const Status& status) { return status; }
+template <typename T>
+Status status_of(const Result<T>& result) {
+  return result.status();
+}
+// Success, or the Status text (code and the library's message).
+template <typename S>
+::testing::AssertionResult is_ok(const S& value) {
+  const Status status = status_of(value);
+  if (status.ok()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << status.to_string();
+}
+
+// Stops an engine when the scope ends. Declare it AFTER the locals its
+// callbacks use: an early ASSERT return then stops callbacks before those
+// locals are destroyed.
+class StopGuard {
+ public:
+  explicit StopGuard(TransferEngine* engine) : engine_(engine) {}
+  StopGuard(const StopGuard&) = delete;
+  StopGuard& operator=(const StopGuard&) = delete;
+  ~StopGuard() {
+    if (engine_) engine_->stop();
+  }
+
+ private:
+  TransferEngine* engine_;
+};
+
+// For child bodies: the engine, or nullptr after saying why on stderr.
+std::unique_ptr<TransferEngine> child_engine(const EngineConfig& config);
+
+}  // namespace fabric::conformance
+
+#define FABRIC_INSTANTIATE_PROVIDERS(Suite)                                              \
+  INSTANTIATE_TEST_SUITE_P(Providers, Suite, ::testing::Values("shm", "tcp", "sockets"), \
+                           ::fabric::conformance::provider_param_name)
+
+#define ASSERT_OK(value) ASSERT_TRUE(::fabric::conformance::is_ok(value))
+#define EXPECT_OK(value) EXPECT_TRUE(::fabric::conformance::is_ok(value))
+
+// The parent's engine; fails the test (fatally) when it cannot be created.
+#define ASSERT_ENGINE(var, config)                                       \
+  auto var##_result_ = ::fabric::TransferEngine::create(config);         \
+  ASSERT_TRUE(var##_result_.ok()) << "TransferEngine::create: "          \
+                                  << var##_result_.status().to_string(); \
+  std::unique_ptr<::fabric::TransferEngine> var = std::move(var##_result_).value()
