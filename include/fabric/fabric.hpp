@@ -9,4 +9,5 @@
 #include "fabric/net_addr.hpp"
 #include "fabric/requests.hpp"
 #include "fabric/status.hpp"
+#include "fabric/topology.hpp"
 #include "fabric/version.hpp"

@@ -12,9 +12,9 @@ namespace fabric {
 
 Result<Topology> detect_topology(const TopologyOptions& options) {
   if (options.max_nics_per_gpu < 1 || options.max_nics_per_gpu > 4) {
-    return Status(Errc::invalid_argument,
-                  fmt::format("max_nics_per_gpu is {}; a group holds 1 to 4 NICs",
-                              options.max_nics_per_gpu));
+    return Status(
+        Errc::invalid_argument,
+        fmt::format("max_nics_per_gpu is {}; a group holds 1 to 4 NICs", options.max_nics_per_gpu));
   }
   auto loaded = options.xml_path ? topo::HwlocTopology::load_xml_file(*options.xml_path)
                                  : topo::HwlocTopology::load_system();

@@ -1,7 +1,5 @@
 #include "topology/discover.hpp"
 
-#include "topology/pci_ids.hpp"
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,6 +7,8 @@
 #include <set>
 #include <string>
 #include <tuple>
+
+#include "topology/pci_ids.hpp"
 
 namespace fabric::topo {
 
@@ -181,9 +181,8 @@ std::vector<Found<NicInfo>> find_nics(hwloc_topology_t topology) {
 // PCI bus order; devices without a bus address last, by name.
 template <typename Info, typename Key>
 void sort_found(std::vector<Found<Info>>& found, Key key) {
-  std::stable_sort(found.begin(), found.end(), [&](const Found<Info>& a, const Found<Info>& b) {
-    return key(a) < key(b);
-  });
+  std::stable_sort(found.begin(), found.end(),
+                   [&](const Found<Info>& a, const Found<Info>& b) { return key(a) < key(b); });
 }
 
 std::vector<NumaInfo> find_numa(hwloc_topology_t topology) {

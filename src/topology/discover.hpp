@@ -13,7 +13,7 @@ namespace fabric::topo {
 struct Discovery {
   std::vector<GpuInfo> gpus;
   std::vector<NicInfo> nics;
-  std::vector<NumaInfo> numa;   // by os_index
+  std::vector<NumaInfo> numa;         // by os_index
   std::vector<DeviceSite> gpu_sites;  // parallel to gpus
   std::vector<DeviceSite> nic_sites;  // parallel to nics
   CpuSet cpus;

@@ -17,9 +17,19 @@ namespace {
 
 // Plugins that would start a GPU runtime (CUDA, NVML, OpenCL, ROCm, Level Zero)
 // or connect to an X server (gl) inside the caller's process just to name
-// devices. GPUs are found by their PCI IDs instead.
-constexpr const char* kSkippedComponents[] = {"cuda", "nvml", "opencl", "rsmi", "levelzero",
-                                              "gl"};
+// devices; GPUs are found by their PCI IDs instead. Also the libpciaccess
+// plugin ("pci"): hwloc's Linux backend reads the same PCI tree from sysfs (as
+// it does where libhwloc-plugins is not installed), and libpciaccess leaks on
+// every load, which would fail the sanitizer builds. It only adds device names.
+constexpr const char* kSkippedComponents[] = {"cuda",      "nvml", "opencl", "rsmi",
+                                              "levelzero", "gl",   "pci"};
+
+void skip_components(hwloc_topology_t topology) {
+  for (const char* name : kSkippedComponents) {
+    // Fails only for names this hwloc never heard of, which is what we want.
+    (void)hwloc_topology_set_components(topology, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, name);
+  }
+}
 
 }  // namespace
 
@@ -32,10 +42,7 @@ Result<HwlocTopology> HwlocTopology::load_system() {
   HwlocTopology topology(raw);
   // Bridges, PCI and OS devices are dropped by default; matching needs them all.
   hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_ALL);
-  for (const char* name : kSkippedComponents) {
-    // Fails only for names this hwloc never heard of, which is what we want.
-    (void)hwloc_topology_set_components(raw, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, name);
-  }
+  skip_components(raw);
   if (hwloc_topology_load(raw) != 0) {
     return Status(Errc::provider,
                   fmt::format("hwloc could not probe this machine: {}", std::strerror(errno)));
@@ -56,10 +63,11 @@ Result<HwlocTopology> HwlocTopology::load_xml(std::string_view xml, std::string_
   }
   HwlocTopology topology(raw);
   hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_ALL);
+  skip_components(raw);
   if (hwloc_topology_set_xmlbuffer(raw, text.c_str(), static_cast<int>(text.size() + 1)) != 0) {
-    return Status(Errc::malformed,
-                  fmt::format("{}: not hwloc topology XML; `hwloc-ls --input FILE` shows why",
-                              origin));
+    return Status(
+        Errc::malformed,
+        fmt::format("{}: not hwloc topology XML; `hwloc-ls --input FILE` shows why", origin));
   }
   if (hwloc_topology_load(raw) != 0) {
     return Status(Errc::malformed,

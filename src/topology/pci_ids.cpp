@@ -51,9 +51,12 @@ namespace fabric {
 
 std::string_view to_string(NicKind kind) noexcept {
   switch (kind) {
-    case NicKind::efa: return "efa";
-    case NicKind::connectx: return "connectx";
-    case NicKind::other: return "other";
+    case NicKind::efa:
+      return "efa";
+    case NicKind::connectx:
+      return "connectx";
+    case NicKind::other:
+      return "other";
   }
   return "?";
 }

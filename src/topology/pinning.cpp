@@ -1,9 +1,9 @@
 // Thread placement: the policy knob and the one call that applies it.
 
+#include <fmt/format.h>
 #include <pthread.h>
 #include <sched.h>
-
-#include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -32,8 +32,10 @@ Result<CpuSet> affinity_of(bool whole_process) {
     if (!set) return Status(Errc::provider, "out of memory for a CPU set");
     const std::size_t bytes = CPU_ALLOC_SIZE(ncpus);
     CPU_ZERO_S(bytes, set.get());
-    const int rc = whole_process ? (sched_getaffinity(0, bytes, set.get()) == 0 ? 0 : errno)
-                                 : pthread_getaffinity_np(pthread_self(), bytes, set.get());
+    // Pid 0 would be the calling thread; the process's mask is its main thread's.
+    const int rc = whole_process
+                       ? (sched_getaffinity(::getpid(), bytes, set.get()) == 0 ? 0 : errno)
+                       : pthread_getaffinity_np(pthread_self(), bytes, set.get());
     if (rc == EINVAL) continue;  // the kernel's mask is wider than ours
     if (rc != 0) {
       return Status(Errc::provider, fmt::format("reading CPU affinity: {}", std::strerror(rc)));
@@ -51,9 +53,12 @@ Result<CpuSet> affinity_of(bool whole_process) {
 
 std::string_view to_string(Pinning pinning) noexcept {
   switch (pinning) {
-    case Pinning::off: return "off";
-    case Pinning::numa: return "numa";
-    case Pinning::core: return "core";
+    case Pinning::off:
+      return "off";
+    case Pinning::numa:
+      return "numa";
+    case Pinning::core:
+      return "core";
   }
   return "?";
 }
@@ -79,9 +84,12 @@ Pinning default_pinning() noexcept {
 
 CpuSet worker_cpus(const GroupPlan& group, Pinning pinning) {
   switch (pinning) {
-    case Pinning::off: return {};
-    case Pinning::numa: return group.cpus;
-    case Pinning::core: return group.core.empty() ? group.cpus : group.core;
+    case Pinning::off:
+      return {};
+    case Pinning::numa:
+      return group.cpus;
+    case Pinning::core:
+      return group.core.empty() ? group.cpus : group.core;
   }
   return {};
 }
@@ -90,9 +98,8 @@ Status pin_current_thread(const CpuSet& cpus) {
   if (cpus.empty()) return Status(Errc::invalid_argument, "cannot pin a thread to no CPU");
   const int highest = cpus.cpus.back();
   if (cpus.cpus.front() < 0 || highest >= kMaxCpus) {
-    return Status(Errc::invalid_argument,
-                  fmt::format("CPU set {} names a CPU outside 0-{}", cpus.to_string(),
-                              kMaxCpus - 1));
+    return Status(Errc::invalid_argument, fmt::format("CPU set {} names a CPU outside 0-{}",
+                                                      cpus.to_string(), kMaxCpus - 1));
   }
   const int ncpus = std::max(highest + 1, static_cast<int>(CPU_SETSIZE));
   DynCpuSet set(CPU_ALLOC(ncpus));
@@ -103,8 +110,7 @@ Status pin_current_thread(const CpuSet& cpus) {
   if (int rc = pthread_setaffinity_np(pthread_self(), bytes, set.get()); rc != 0) {
     if (rc == EINVAL) {
       return Status(Errc::invalid_argument,
-                    fmt::format("none of CPUs {} is usable by this process",
-                                cpus.to_string()));
+                    fmt::format("none of CPUs {} is usable by this process", cpus.to_string()));
     }
     return Status(Errc::provider,
                   fmt::format("pinning to CPUs {}: {}", cpus.to_string(), std::strerror(rc)));

@@ -107,8 +107,8 @@ GroupPlan host_group(const PlacementInput& input) {
   }
   // NICs of the home node first; the others only when it has none.
   const auto& pool = near.empty() ? far : near;
-  group.nics.assign(pool.begin(), pool.begin() + static_cast<std::ptrdiff_t>(
-                                                     std::min(want, pool.size())));
+  group.nics.assign(pool.begin(),
+                    pool.begin() + static_cast<std::ptrdiff_t>(std::min(want, pool.size())));
   return group;
 }
 

@@ -11,7 +11,8 @@ namespace fabric::topo {
 
 struct DeviceSite {
   Locality locality;
-  CpuSet local_cpus;  // CPUs hwloc places next to the device; fallback when its NUMA node is unknown
+  CpuSet
+      local_cpus;  // CPUs hwloc places next to the device; fallback when its NUMA node is unknown
 };
 
 struct PlacementInput {

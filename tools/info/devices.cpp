@@ -1,0 +1,64 @@
+// Verbs devices and the CUDA driver, found with dlopen: no link-time
+// dependency on rdma-core or CUDA, and no headers of theirs.
+
+#include <endian.h>
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "dl_handle.hpp"
+#include "probes.hpp"
+
+namespace info {
+
+namespace {
+
+// The stable libibverbs entry points, with the device kept opaque.
+struct ibv_device;
+using GetDeviceList = ibv_device**(int*);
+using FreeDeviceList = void(ibv_device**);
+using GetDeviceName = const char*(ibv_device*);
+using GetDeviceGuid = std::uint64_t(ibv_device*);  // big-endian on the wire
+
+}  // namespace
+
+VerbsScan scan_verbs() {
+  VerbsScan scan;
+  DlHandle lib("libibverbs.so.1");
+  if (!lib.loaded()) {
+    scan.note = "libibverbs.so.1 not found";
+    return scan;
+  }
+  scan.library = true;
+  auto* get_list = lib.symbol<GetDeviceList>("ibv_get_device_list");
+  auto* free_list = lib.symbol<FreeDeviceList>("ibv_free_device_list");
+  auto* get_name = lib.symbol<GetDeviceName>("ibv_get_device_name");
+  auto* get_guid = lib.symbol<GetDeviceGuid>("ibv_get_device_guid");
+  if (!get_list || !free_list || !get_name || !get_guid) {
+    scan.note = "libibverbs.so.1 lacks the device-list entry points";
+    return scan;
+  }
+  int count = 0;
+  errno = 0;
+  ibv_device** list = get_list(&count);
+  if (list == nullptr) {
+    scan.note = fmt::format("no RDMA subsystem: {}", std::strerror(errno != 0 ? errno : ENODEV));
+    return scan;
+  }
+  for (int i = 0; i < count; ++i) {
+    const char* name = get_name(list[i]);
+    scan.devices.push_back({name ? name : "?", be64toh(get_guid(list[i]))});
+  }
+  free_list(list);
+  if (scan.devices.empty()) scan.note = "no verbs devices";
+  return scan;
+}
+
+CudaProbe probe_cuda() {
+  DlHandle lib("libcuda.so.1");
+  if (lib.loaded()) return {true, "libcuda.so.1 loads"};
+  return {false, lib.error()};
+}
+
+}  // namespace info

@@ -1,0 +1,98 @@
+#include <fmt/format.h>
+
+#include <fabric/version.hpp>
+#include <string>
+#include <vector>
+
+#include "report.hpp"
+
+namespace info {
+
+namespace {
+
+using fabric::Topology;
+
+std::string gib(std::uint64_t bytes) {
+  return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / double(1ull << 30));
+}
+
+std::string pci_id(std::uint16_t vendor, std::uint16_t device) {
+  return fmt::format("{:04x}:{:04x}", vendor, device);
+}
+
+void print_topology(const Topology& t, int max_nics) {
+  fmt::print("CPUs       {} ({} cores, {} NUMA node{})\n", t.cpus.to_string(), t.cores,
+             t.numa.size(), t.numa.size() == 1 ? "" : "s");
+  for (const auto& n : t.numa) {
+    fmt::print("  NUMA {:<3} package {:<2} cpus {:<18} cores {:<4} memory {}\n", n.os_index,
+               n.package, n.cpus.empty() ? "-" : n.cpus.to_string(), n.cores.size(),
+               gib(n.memory_bytes));
+  }
+  fmt::print("GPUs       {}\n", t.gpus.empty() ? "none" : std::to_string(t.gpus.size()));
+  for (const auto& g : t.gpus) {
+    std::string names;
+    for (const auto& n : g.os_devices) names += (names.empty() ? "" : ",") + n;
+    fmt::print("  GPU{:<3} {} {} NUMA {:<2} {}{}\n", g.index,
+               g.pci_busid.empty() ? "(no PCI)    " : g.pci_busid, pci_id(g.vendor_id, g.device_id),
+               g.numa, g.model, names.empty() ? "" : " [" + names + "]");
+  }
+  fmt::print("RDMA NICs  {}\n", t.nics.empty() ? "none" : std::to_string(t.nics.size()));
+  for (const auto& n : t.nics) {
+    fmt::print("  NIC{:<3} {:<14} {:<8} {} {} NUMA {:<2} {}{}\n", n.index, n.name,
+               fabric::to_string(n.kind), n.pci_busid.empty() ? "(no PCI)    " : n.pci_busid,
+               pci_id(n.vendor_id, n.device_id), n.numa, n.model,
+               n.netdev.empty() ? "" : " [" + n.netdev + "]");
+  }
+  fmt::print("Groups     {} (at most {} NIC{} per GPU)\n", t.groups.size(), max_nics,
+             max_nics == 1 ? "" : "s");
+  for (std::size_t i = 0; i < t.groups.size(); ++i) {
+    const auto& g = t.groups[i];
+    std::string nics;
+    for (const auto& a : g.nics) {
+      nics += fmt::format("{}{} ({})", nics.empty() ? "" : ", ", t.nics.at(a.nic).name,
+                          fabric::to_string(a.affinity));
+    }
+    fmt::print("  group {:<2} {:<6} NUMA {:<2} cpus {:<18} core {:<8} NICs: {}\n", i,
+               g.gpu < 0 ? "host" : fmt::format("GPU{}", g.gpu), g.numa, g.cpus.to_string(),
+               g.core.to_string(), nics.empty() ? "none (software provider)" : nics);
+  }
+}
+
+}  // namespace
+
+void print_text(const Report& r) {
+  fmt::print("fabric-info {}.{}.{}\n\n", fabric::kVersionMajor, fabric::kVersionMinor,
+             fabric::kVersionPatch);
+  if (r.topology.ok()) {
+    fmt::print("Topology of {}\n", r.topology->source);
+    print_topology(*r.topology, r.max_nics_per_gpu);
+  } else {
+    fmt::print("Topology   error: {}\n", r.topology.status().to_string());
+  }
+  fmt::print("\nThis host's runtime\n");
+  fmt::print("Pinning    default {} ({} usable CPUs; off below 4)\n",
+             fabric::to_string(fabric::default_pinning(r.usable_cpus)), r.usable_cpus);
+  fmt::print("libfabric  {} — providers with RDM + MSG + RMA + >=4 bytes of CQ data:\n",
+             r.providers.libfabric_version);
+  if (r.providers.usable.empty()) fmt::print("  none\n");
+  for (const auto& p : r.providers.usable) {
+    fmt::print("  {:<16} domain {:<16} cq_data {} B{}\n", p.provider, p.domain, p.cq_data_size,
+               p.node ? " (asked on " + *p.node + ")" : "");
+  }
+  for (const auto& p : r.providers.too_little_cq_data) {
+    fmt::print("  ({} domain {}: only {} B of CQ data, not usable)\n", p.provider, p.domain,
+               p.cq_data_size);
+  }
+  if (r.verbs.devices.empty()) {
+    fmt::print("verbs      none ({})\n", r.verbs.note);
+  } else {
+    fmt::print("verbs      {} device{}\n", r.verbs.devices.size(),
+               r.verbs.devices.size() == 1 ? "" : "s");
+    for (const auto& d : r.verbs.devices) {
+      fmt::print("  {:<16} node GUID {:016x}\n", d.name, d.node_guid);
+    }
+  }
+  fmt::print("CUDA       {} ({})\n", r.cuda.present ? "present" : "absent", r.cuda.note);
+}
+
+}  // namespace info
