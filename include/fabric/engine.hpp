@@ -18,6 +18,7 @@
 #include "fabric/net_addr.hpp"
 #include "fabric/requests.hpp"
 #include "fabric/status.hpp"
+#include "fabric/topology.hpp"
 #include "fabric/watcher.hpp"
 
 namespace fabric {
@@ -57,6 +58,9 @@ struct EngineConfig {
   // target-side failures (a revoked key) reach the writer. Unset: on for
   // tcp;ofi_rxm, provider default elsewhere (docs/api.md, provider notes).
   std::optional<bool> delivery_complete;
+  // Where the worker runs: unset picks default_pinning() (off below 4 usable
+  // CPUs, numa otherwise); the CPUs come from detect_topology()'s group plan.
+  std::optional<Pinning> pinning;
 };
 
 // A received message; data points into an engine buffer that is re-posted

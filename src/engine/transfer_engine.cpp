@@ -90,6 +90,21 @@ struct TransferEngine::Impl {
   }
 };
 
+namespace {
+// The CPUs of the host group's NUMA node (or core) when pinning is on.
+CpuSet worker_placement(const EngineConfig& config) {
+  const Pinning pinning = config.pinning.value_or(default_pinning());
+  if (pinning == Pinning::off) return {};
+  auto topo = detect_topology(TopologyOptions{});
+  if (!topo || topo->groups.empty()) {
+    log::warn("pinning {} requested but topology detection failed: {}", to_string(pinning),
+              topo.status().to_string());
+    return {};
+  }
+  return worker_cpus(topo->groups.front(), pinning);
+}
+}  // namespace
+
 TransferEngine::TransferEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 TransferEngine::~TransferEngine() { stop(); }
@@ -126,7 +141,7 @@ Result<std::unique_ptr<TransferEngine>> TransferEngine::create(const EngineConfi
     impl->callbacks->stop();
     return st;
   }
-  impl->worker->start();
+  impl->worker->start(worker_placement(config));
   log::info("engine up: {}", impl->address.describe());
   return std::unique_ptr<TransferEngine>(new TransferEngine(std::move(impl)));
 }

@@ -53,7 +53,16 @@ Status Worker::prepare() {
   return Status::success();
 }
 
-void Worker::start() { thread_ = std::thread([this] { run(); }); }
+void Worker::start(CpuSet cpus) {
+  thread_ = std::thread([this, cpus = std::move(cpus)] {
+    if (!cpus.empty()) {
+      if (auto st = pin_current_thread(cpus); !st.ok()) {
+        log::warn("worker stays unpinned: {}", st.to_string());
+      }
+    }
+    run();
+  });
+}
 
 bool Worker::admit() noexcept {
   std::uint32_t cur = outstanding_.load(std::memory_order_relaxed);

@@ -41,7 +41,8 @@ class Worker {
 
   // Before start(): prepares per-domain state. Runs on the calling thread.
   Status prepare();
-  void start();
+  // Runs the worker thread, first restricting it to `cpus` (empty: anywhere).
+  void start(CpuSet cpus = {});
 
   [[nodiscard]] std::size_t num_domains() const noexcept { return domains_.size(); }
   [[nodiscard]] const domain::Domain& domain(std::size_t i) const { return *domains_.at(i); }
