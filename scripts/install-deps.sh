@@ -8,6 +8,7 @@ packages=(
   libfmt-dev libspdlog-dev libcli11-dev nlohmann-json3-dev libconcurrentqueue-dev
   libhwloc-dev libibverbs-dev
   googletest libgtest-dev libgmock-dev
+  python3-matplotlib
 )
 
 missing=()

@@ -10,14 +10,19 @@ namespace fabric {
 template <typename Pred>
 bool wait_until(std::chrono::nanoseconds timeout, Pred&& done) {
   using clock = std::chrono::steady_clock;
-  const auto deadline = clock::now() + timeout;
+  // Short waits (an immediate round trip) finish in the spin or yield phase;
+  // only waits longer than kYieldFor pay the sleep granularity.
+  constexpr auto kYieldFor = std::chrono::microseconds(200);
+  const auto start = clock::now();
+  const auto deadline = start + timeout;
   for (int i = 0; i < 256; ++i) {
     if (done()) return true;
   }
-  for (int i = 0;; ++i) {
+  for (;;) {
     if (done()) return true;
-    if (clock::now() >= deadline) return done();
-    if (i < 64) {
+    const auto now = clock::now();
+    if (now >= deadline) return done();
+    if (now - start < kYieldFor) {
       std::this_thread::yield();
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(20));

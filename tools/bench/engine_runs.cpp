@@ -1,0 +1,167 @@
+#include <fmt/format.h>
+
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+
+#include "pattern.hpp"
+#include "runs.hpp"
+
+namespace bench {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+void must(const fabric::Status& st, const char* what) {
+  if (!st.ok()) throw std::runtime_error(fmt::format("{}: {}", what, st.to_string()));
+}
+
+struct Pending {
+  std::shared_ptr<fabric::CompletionFlag> flag;
+  std::uint64_t t0 = 0;
+};
+
+fabric::PagedWrite paged_request(Side& s, const Peer& peer, const WriteRound& r) {
+  fabric::PagedWrite w;
+  w.page_length = r.size;
+  w.imm = kDataImm;
+  w.src = s.eng_buf.handle;
+  w.dst = peer.eng_buf;
+  w.src_pages.stride = w.dst_pages.stride = r.size;
+  w.src_pages.indices.resize(r.pages);
+  for (std::uint32_t i = 0; i < r.pages; ++i) w.src_pages.indices[i] = i;
+  w.dst_pages.indices = dst_page_order(r.pages);
+  return w;
+}
+
+}  // namespace
+
+std::vector<std::uint32_t> dst_page_order(std::uint32_t pages) {
+  std::vector<std::uint32_t> out(pages);
+  constexpr std::uint64_t kStride = 7919;  // prime: coprime with every page count but its multiples
+  const bool coprime = pages % kStride != 0;
+  for (std::uint32_t i = 0; i < pages; ++i) {
+    out[i] = coprime ? static_cast<std::uint32_t>((i * kStride) % pages) : pages - 1 - i;
+  }
+  return out;
+}
+
+Figures engine_writes(Side& s, const Peer& peer, Link& link, const WriteRound& r) {
+  const std::uint64_t imms_per_op = r.pages == 0 ? 1 : r.pages;
+  fabric::SingleWrite single;
+  single.length = r.size;
+  single.imm = kDataImm;
+  single.src = {s.eng_buf.handle, 0};
+  single.dst = {peer.eng_buf, 0};
+  const fabric::PagedWrite paged = r.pages == 0 ? fabric::PagedWrite{} : paged_request(s, peer, r);
+
+  link.send(fmt::format("eng_wait {}", r.count * imms_per_op));
+  link.expect("ready", 30s);
+
+  std::vector<Pending> inflight;
+  inflight.reserve(r.window);
+  std::vector<std::uint64_t> lat;
+  lat.reserve(r.count);
+  std::uint64_t submitted = 0;
+  const std::uint64_t start = now_ns();
+  const std::uint64_t deadline = start + std::chrono::nanoseconds(120s).count();
+  while (lat.size() < r.count) {
+    bool progress = false;
+    while (submitted < r.count && inflight.size() < r.window) {
+      Pending p{std::make_shared<fabric::CompletionFlag>(), now_ns()};
+      const fabric::Status st = r.pages == 0 ? s.engine->submit_single_write(single, p.flag)
+                                             : s.engine->submit_paged_writes(paged, p.flag);
+      if (st.code() == fabric::Errc::again) break;
+      must(st, "submit");
+      inflight.push_back(std::move(p));
+      ++submitted;
+      progress = true;
+    }
+    for (std::size_t i = 0; i < inflight.size();) {
+      if (!inflight[i].flag->done()) {
+        ++i;
+        continue;
+      }
+      const std::uint64_t t = now_ns();
+      must(inflight[i].flag->status(), "engine write");
+      lat.push_back(t - inflight[i].t0);
+      inflight[i] = std::move(inflight.back());
+      inflight.pop_back();
+      progress = true;
+    }
+    // The engine's worker does the work: give it the core when we have
+    // nothing to do (this box may have fewer cores than busy threads).
+    if (!progress) {
+      if (now_ns() > deadline) throw std::runtime_error("engine round did not finish in time");
+      std::this_thread::yield();
+    }
+  }
+  link.expect("done", 120s);
+  const std::uint64_t elapsed = now_ns() - start;
+  return summarize(lat, r.count * r.size * imms_per_op, elapsed);
+}
+
+Figures engine_sends(Side& s, const Peer& peer, Link& link, const WriteRound& r,
+                     bool& verified) {
+  const fabric::NetAddr& to = peer.eng_buf.owner();
+  const std::span<const std::byte> msg(s.buf.data, r.size);
+  link.send(fmt::format("eng_recv {}", r.count));
+  link.expect("ready", 30s);
+  std::vector<Pending> inflight;
+  std::vector<std::uint64_t> lat;
+  lat.reserve(r.count);
+  std::uint64_t submitted = 0;
+  const std::uint64_t start = now_ns();
+  const std::uint64_t deadline = start + std::chrono::nanoseconds(120s).count();
+  while (lat.size() < r.count) {
+    bool progress = false;
+    while (submitted < r.count && inflight.size() < r.window) {
+      Pending p{std::make_shared<fabric::CompletionFlag>(), now_ns()};
+      const fabric::Status st = s.engine->submit_send(to, msg, p.flag);
+      if (st.code() == fabric::Errc::again) break;
+      must(st, "submit_send");
+      inflight.push_back(std::move(p));
+      ++submitted;
+      progress = true;
+    }
+    for (std::size_t i = 0; i < inflight.size();) {
+      if (!inflight[i].flag->done()) {
+        ++i;
+        continue;
+      }
+      must(inflight[i].flag->status(), "engine send");
+      lat.push_back(now_ns() - inflight[i].t0);
+      inflight[i] = std::move(inflight.back());
+      inflight.pop_back();
+      progress = true;
+    }
+    if (!progress) {
+      if (now_ns() > deadline) throw std::runtime_error("send round did not finish in time");
+      std::this_thread::yield();
+    }
+  }
+  const std::string done = link.expect("done", 120s);
+  const std::uint64_t elapsed = now_ns() - start;
+  verified = done == fmt::format("done {:x}", checksum(s.buf.data, r.size));
+  return summarize(lat, r.count * r.size, elapsed);
+}
+
+Figures engine_imm_rtt(Side& s, const Peer& peer, Link& link, std::uint64_t count) {
+  link.send(fmt::format("eng_pong {}", count));
+  link.expect("ready", 30s);
+  std::vector<std::uint64_t> lat;
+  lat.reserve(count);
+  const std::uint64_t start = now_ns();
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const std::uint64_t t0 = now_ns();
+    must(s.engine->submit_imm(kPing, peer.eng_imm, fabric::OnDone{}), "ping");
+    must(spin_consume(*s.pong_counter, 1, 30s), "waiting for a pong");
+    lat.push_back(now_ns() - t0);
+  }
+  const std::uint64_t elapsed = now_ns() - start;
+  link.expect("done", 30s);
+  return summarize(lat, 0, elapsed);
+}
+
+}  // namespace bench

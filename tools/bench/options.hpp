@@ -1,0 +1,27 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace bench {
+
+struct Options {
+  bool local = false;
+  std::string provider = "shm";
+  std::vector<std::string> ops = {"single_write", "paged_write", "imm", "sendrecv", "scatter"};
+  bool quick = false;
+  std::uint32_t window = 64;  // outstanding writes (single) or batches (paged)
+  std::uint32_t pages = 1024;
+  bool busy_poll = false;
+  std::uint32_t reps = 0;  // measured rounds per size and mode, best kept; 0: 3 (1 with --quick)
+  // The bench's main thread on CPU 0, target i's on CPU (1 + i) mod N, after
+  // the engines started (their worker and callback threads stay unpinned).
+  // On by default: unpinned, two single-threaded busy loops (the raw
+  // baseline) often share one CPU of a small box and halve each other.
+  bool pin_processes = true;
+  std::string json_path;
+  std::string plot_path;
+};
+
+}  // namespace bench

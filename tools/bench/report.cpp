@@ -1,0 +1,135 @@
+#include "report.hpp"
+
+#include <fmt/format.h>
+#include <rdma/fabric.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "fabric/version.hpp"
+
+namespace bench {
+
+namespace {
+
+double ratio(const Row& r) {
+  // Zero-payload ops compare rates: higher is better either way.
+  if (r.op == "imm") return r.raw.ops_per_s > 0 ? r.engine.ops_per_s / r.raw.ops_per_s : 0;
+  return r.raw.gbps > 0 ? r.engine.gbps / r.raw.gbps : 0;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown";
+}
+
+nlohmann::json machine(const Options& opt, const SweepResult& r) {
+  utsname u{};
+  ::uname(&u);
+  double load[3] = {0, 0, 0};
+  ::getloadavg(load, 3);
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::uint32_t v = fi_version();
+  return {{"hostname", host},
+          {"cpus", std::thread::hardware_concurrency()},
+          {"cpu_model", cpu_model()},
+          {"kernel", fmt::format("{} {}", u.sysname, u.release)},
+          {"libfabric", fmt::format("{}.{}", FI_MAJOR(v), FI_MINOR(v))},
+          {"provider", r.provider},
+          {"delivery_complete", r.delivery_complete},
+          {"fabric_lib", fmt::format("{}.{}.{}", fabric::kVersionMajor, fabric::kVersionMinor,
+                                     fabric::kVersionPatch)},
+          {"loadavg_at_end", {load[0], load[1], load[2]}},
+          {"window", opt.window},
+          {"busy_poll", opt.busy_poll},
+          {"pin_processes", opt.pin_processes},
+          {"reps", opt.reps != 0 ? opt.reps : (opt.quick ? 1u : 3u)},
+          {"quick", opt.quick},
+          {"time", static_cast<std::int64_t>(std::time(nullptr))}};
+}
+
+}  // namespace
+
+void print_table(const SweepResult& r) {
+  fmt::print("provider {}{}\n", r.provider, r.delivery_complete ? " (delivery-complete)" : "");
+  fmt::print("{:<12} {:>9} {:>6} {:>7} {:>9} {:>9} {:>6} {:>10} {:>8} {:>8} {:>9} {:>8}\n", "op",
+             "size", "count", "iters", "eng Gb/s", "raw Gb/s", "ratio", "eng ops/s", "p50 us",
+             "p99 us", "p99.9 us", "raw p50");
+  for (const Row& row : r.rows) {
+    const auto cell = [&](double v, int prec) {
+      return row.has_raw ? fmt::format("{:.{}f}", v, prec) : std::string("-");
+    };
+    fmt::print("{:<12} {:>9} {:>6} {:>7} {:>9.2f} {:>9} {:>6} {:>10.0f} {:>8.1f} {:>8.1f} "
+               "{:>9.1f} {:>8}\n",
+               row.op, row.size, row.count, row.iterations, row.engine.gbps,
+               cell(row.raw.gbps, 2), cell(ratio(row), 3), row.engine.ops_per_s,
+               row.engine.p50_us, row.engine.p99_us, row.engine.p999_us, cell(row.raw.p50_us, 1));
+  }
+  for (const Row& row : r.rows) {
+    if (row.op != "scatter") continue;
+    fmt::print("scatter to {} peers: posting p50 engine {:.0f} ns (submit_scatter), raw {:.0f} ns "
+               "({} fi_writedata); p99 {:.0f} / {:.0f} ns\n",
+               row.count, row.engine_post_p50_ns, row.raw_post_p50_ns, row.count,
+               row.engine_post_p99_ns, row.raw_post_p99_ns);
+  }
+}
+
+void write_json(const Options& opt, const SweepResult& r, const std::string& path) {
+  nlohmann::json results = nlohmann::json::array();
+  for (const Row& row : r.rows) {
+    results.push_back({{"op", row.op},
+                       {"provider", opt.provider},
+                       {"libfabric_provider", r.provider},
+                       {"backend", "libfabric"},
+                       {"size", row.size},
+                       {"count", row.count},
+                       {"iterations", row.iterations},
+                       {"engine_gbps", row.engine.gbps},
+                       {"raw_gbps", row.has_raw ? nlohmann::json(row.raw.gbps) : nullptr},
+                       {"ratio", row.has_raw ? nlohmann::json(ratio(row)) : nullptr},
+                       {"ratio_basis", row.op == "imm" ? "ops_per_s" : "gbps"},
+                       {"ops_per_s", row.engine.ops_per_s},
+                       {"p50_us", row.engine.p50_us},
+                       {"p99_us", row.engine.p99_us},
+                       {"p999_us", row.engine.p999_us},
+                       {"raw_ops_per_s", row.raw.ops_per_s},
+                       {"raw_p50_us", row.raw.p50_us},
+                       {"raw_p99_us", row.raw.p99_us},
+                       {"raw_p999_us", row.raw.p999_us},
+                       {"verified", row.verified}});
+    if (row.op == "scatter") {
+      results.back()["peers"] = row.count;
+      results.back()["engine_post_p50_ns"] = row.engine_post_p50_ns;
+      results.back()["engine_post_p99_ns"] = row.engine_post_p99_ns;
+      results.back()["raw_post_p50_ns"] = row.raw_post_p50_ns;
+      results.back()["raw_post_p99_ns"] = row.raw_post_p99_ns;
+      results.back()["post_ratio"] =
+          row.raw_post_p50_ns > 0 ? row.engine_post_p50_ns / row.raw_post_p50_ns : 0;
+    }
+  }
+  std::ofstream out(path);
+  out << nlohmann::json{{"machine", machine(opt, r)}, {"results", results}}.dump(2) << "\n";
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+void plot(const std::string& json_path, const std::string& png_path) {
+  // Debian's matplotlib lives under the system interpreter, not a venv's.
+  const std::string cmd = fmt::format("/usr/bin/python3 '{}' '{}' '{}'", FABRIC_BENCH_PLOT_SCRIPT,
+                                      json_path, png_path);
+  const int rc = std::system(cmd.c_str());
+  if (rc != 0) {
+    fmt::print(stderr, "fabric-bench: no plot written (see above); the JSON is complete\n");
+  }
+}
+
+}  // namespace bench

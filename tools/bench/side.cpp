@@ -1,0 +1,120 @@
+#include "side.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace bench {
+
+namespace {
+
+template <typename T>
+T must(fabric::Result<T> r, const char* what) {
+  if (!r) throw std::runtime_error(fmt::format("{}: {}", what, r.status().to_string()));
+  return std::move(r).value();
+}
+
+std::string hex(const std::vector<std::uint8_t>& v) {
+  std::string s;
+  for (auto b : v) s += fmt::format("{:02x}", b);
+  return s;
+}
+
+std::vector<std::uint8_t> unhex(const std::string& s) {
+  std::vector<std::uint8_t> v;
+  for (std::size_t i = 0; i + 1 < s.size(); i += 2) {
+    v.push_back(static_cast<std::uint8_t>(std::stoul(s.substr(i, 2), nullptr, 16)));
+  }
+  return v;
+}
+
+fabric::EngineConfig engine_config(const SideConfig& cfg) {
+  fabric::EngineConfig c;
+  c.provider = cfg.provider;
+  c.bind_address = "127.0.0.1";
+  c.busy_poll = cfg.busy_poll;
+  return c;
+}
+
+}  // namespace
+
+std::string libfabric_provider(const std::string& name) {
+  if (name == "tcp") return "tcp;ofi_rxm";
+  if (name == "udp") return "udp;ofi_rxd";
+  return name;
+}
+
+bool engine_uses_delivery_complete(const std::string& name) {
+  const std::string p = libfabric_provider(name);
+  return p.starts_with("tcp") || p.starts_with("verbs");
+}
+
+fabric::Status spin_consume(fabric::ImmCounter& c, std::uint64_t n,
+                            std::chrono::nanoseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (std::uint32_t i = 0;; ++i) {
+    if (c.try_consume(n)) return fabric::Status::success();
+    if (i % 1024 == 1023 && std::chrono::steady_clock::now() > deadline) {
+      return {fabric::Errc::timeout, fmt::format("{} immediates did not arrive in time", n)};
+    }
+    if (i > 64) std::this_thread::yield();
+  }
+}
+
+PageBuffer::PageBuffer(std::size_t len) : size(len) {
+  data = static_cast<std::byte*>(std::aligned_alloc(4096, (len + 4095) / 4096 * 4096));
+  if (data == nullptr) throw std::runtime_error("out of memory");
+  // Fault every page in now, not inside a timed round.
+  std::memset(data, 0, len);
+}
+
+PageBuffer::~PageBuffer() { std::free(data); }
+
+Side::Side(const SideConfig& cfg)
+    : buf(cfg.buffer_bytes),
+      imm_buf(4096),
+      engine(must(fabric::TransferEngine::create(engine_config(cfg)), "creating the engine")),
+      raw(libfabric_provider(cfg.provider), engine_uses_delivery_complete(cfg.provider)) {
+  eng_buf = must(engine->reg_mr(buf.data, buf.size), "engine reg_mr(buffer)");
+  eng_imm = must(engine->reg_mr(imm_buf.data, imm_buf.size), "engine reg_mr(imm)");
+  data_counter = must(engine->imm_counter(kDataImm), "imm_counter");
+  ping_counter = must(engine->imm_counter(kPing), "imm_counter");
+  pong_counter = must(engine->imm_counter(kPong), "imm_counter");
+  raw_buf = raw.register_region(buf.data, buf.size);
+  raw_imm = raw.register_region(imm_buf.data, imm_buf.size);
+  if (cfg.pin_cpu >= 0) {
+    const fabric::Status st = fabric::pin_current_thread(fabric::CpuSet::from({cfg.pin_cpu}));
+    if (!st.ok()) throw std::runtime_error("pinning the bench thread: " + st.to_string());
+  }
+}
+
+Side::~Side() {
+  // The engine goes first so that its worker no longer touches memory that
+  // the raw side or the buffers are about to release.
+  if (engine) engine->stop();
+}
+
+std::string Side::hello() const {
+  return fmt::format("hello {} {} {} {} {} {} {}", eng_buf.desc.to_string(),
+                     eng_imm.desc.to_string(), hex(raw.name()), raw_buf.remote.addr,
+                     raw_buf.remote.key, raw_imm.remote.addr, raw_imm.remote.key);
+}
+
+Peer Peer::parse(const std::string& line) {
+  std::istringstream in(line);
+  std::string word, buf_desc, imm_desc, name;
+  Peer p;
+  in >> word >> buf_desc >> imm_desc >> name >> p.raw_buf.addr >> p.raw_buf.key >>
+      p.raw_imm.addr >> p.raw_imm.key;
+  if (!in || word != "hello") throw std::runtime_error("malformed hello: " + line);
+  p.eng_buf = must(fabric::MrDesc::parse(buf_desc), "parsing the peer's MrDesc");
+  p.eng_imm = must(fabric::MrDesc::parse(imm_desc), "parsing the peer's MrDesc");
+  p.raw_name = unhex(name);
+  return p;
+}
+
+}  // namespace bench

@@ -1,0 +1,79 @@
+#pragma once
+// What each process holds: one engine and one raw endpoint, with the same
+// buffer registered on both, so engine and raw figures come from one run
+// over the same memory.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fabric/engine.hpp>
+
+#include "raw/endpoint.hpp"
+
+namespace bench {
+
+// Immediate values: data rounds, pings (to the target), pongs (back).
+inline constexpr std::uint32_t kDataImm = 7;
+inline constexpr std::uint32_t kPing = 8;
+inline constexpr std::uint32_t kPong = 9;
+
+struct SideConfig {
+  std::string provider = "shm";  // the engine's name for it ("shm", "tcp", ...)
+  std::size_t buffer_bytes = 64u << 20;
+  bool busy_poll = false;
+  // >= 0: once the engine's threads exist, pin this (the calling) thread
+  // here. The raw loop runs on it; the engine's threads keep floating.
+  int pin_cpu = -1;
+};
+
+// Ends the named provider the way the engine would (tcp → tcp;ofi_rxm) and
+// whether the engine turns on delivery-complete for it by default.
+std::string libfabric_provider(const std::string& name);
+bool engine_uses_delivery_complete(const std::string& name);
+
+struct PageBuffer {
+  explicit PageBuffer(std::size_t len);
+  ~PageBuffer();
+  PageBuffer(const PageBuffer&) = delete;
+  PageBuffer& operator=(const PageBuffer&) = delete;
+  std::byte* data = nullptr;
+  std::size_t size = 0;
+};
+
+struct Side {
+  explicit Side(const SideConfig& cfg);
+  ~Side();
+
+  PageBuffer buf;       // source on the initiator, destination on the target
+  PageBuffer imm_buf;   // landing zone for immediate-only writes
+  std::unique_ptr<fabric::TransferEngine> engine;
+  fabric::Registered eng_buf, eng_imm;
+  std::shared_ptr<fabric::ImmCounter> data_counter, ping_counter, pong_counter;
+  raw::Endpoint raw;
+  raw::Region raw_buf, raw_imm;
+
+  // One line that tells the peer how to reach both halves of this side.
+  std::string hello() const;
+};
+
+// Takes n arrivals from `c`, spinning then yielding. ImmCounter's own
+// wait_and_consume sleeps 20 us steps once idle, which would be measured as
+// engine latency here; this waits the way the raw loop does.
+fabric::Status spin_consume(fabric::ImmCounter& c, std::uint64_t n,
+                            std::chrono::nanoseconds timeout);
+
+// The peer as learned from its hello line.
+struct Peer {
+  fabric::MrDesc eng_buf, eng_imm;
+  std::vector<std::uint8_t> raw_name;
+  raw::RemoteRegion raw_buf, raw_imm;
+  fi_addr_t raw_addr = FI_ADDR_UNSPEC;  // after insertion into our AV
+
+  static Peer parse(const std::string& hello_line);
+};
+
+}  // namespace bench

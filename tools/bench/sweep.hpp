@@ -1,0 +1,34 @@
+#pragma once
+// Runs every requested op and size against one forked target, engine and raw
+// back to back for each size, and verifies the landed bytes after each.
+
+#include <string>
+#include <vector>
+
+#include "options.hpp"
+#include "stats.hpp"
+
+namespace bench {
+
+struct Row {
+  std::string op;
+  std::uint64_t size = 0;   // bytes per write, or page size
+  std::uint64_t count = 0;  // pages per batch (paged), 1 otherwise
+  std::uint64_t iterations = 0;
+  Figures engine, raw;
+  bool verified = false;
+  bool has_raw = true;  // sendrecv has no raw loop yet
+  // scatter only: ns to post one scatter (engine: the submit call).
+  double engine_post_p50_ns = -1, engine_post_p99_ns = -1;
+  double raw_post_p50_ns = -1, raw_post_p99_ns = -1;
+};
+
+struct SweepResult {
+  std::string provider;  // libfabric's name for what ran ("shm", "tcp;ofi_rxm")
+  bool delivery_complete = false;
+  std::vector<Row> rows;
+};
+
+SweepResult run_sweep(const Options& opt);
+
+}  // namespace bench

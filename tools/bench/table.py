@@ -1,0 +1,53 @@
+#!/usr/bin/python3
+"""Markdown tables from a fabric-bench JSON, as pasted into docs/benchmarks.md.
+
+Usage: table.py RESULTS.json
+"""
+import json
+import sys
+
+
+def size(n):
+    for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div and n % div == 0:
+            return "%d %s" % (n // div, unit)
+    return "%d B" % n
+
+
+def num(v, fmt):
+    return "–" if v is None else fmt % v
+
+
+def main():
+    doc = json.load(open(sys.argv[1]))
+    m = doc["machine"]
+    print("provider `%s`%s, libfabric %s, %s CPUs (%s), window %s, best of %s rounds, "
+          "load average at the end %s" % (
+              m["provider"], " (delivery-complete)" if m.get("delivery_complete") else "",
+              m["libfabric"], m["cpus"], m["cpu_model"], m["window"], m["reps"],
+              " / ".join("%.2f" % x for x in m["loadavg_at_end"])))
+    print()
+    print("| op | size | count | iters | engine Gbit/s | raw Gbit/s | ratio | engine ops/s "
+          "| p50 µs | p99 µs | p99.9 µs | raw p50 µs | raw p99 µs |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in doc["results"]:
+        print("| %s | %s | %d | %d | %s | %s | %s | %.0f | %.1f | %.1f | %.1f | %s | %s |" % (
+            r["op"], size(r["size"]) if r["size"] else "0", r["count"], r["iterations"],
+            num(r["engine_gbps"], "%.2f"), num(r["raw_gbps"], "%.2f"), num(r["ratio"], "%.3f"),
+            r["ops_per_s"], r["p50_us"], r["p99_us"], r["p999_us"],
+            num(r.get("raw_p50_us") if r["raw_gbps"] is not None else None, "%.1f"),
+            num(r.get("raw_p99_us") if r["raw_gbps"] is not None else None, "%.1f")))
+    sc = [r for r in doc["results"] if r["op"] == "scatter"]
+    if sc:
+        print()
+        print("| peers | engine submit_scatter p50 / p99 ns | raw post of P writes p50 / p99 ns |")
+        print("|---:|---:|---:|")
+        for r in sc:
+            print("| %d | %.0f / %.0f | %.0f / %.0f |" % (
+                r["peers"], r["engine_post_p50_ns"], r["engine_post_p99_ns"],
+                r["raw_post_p50_ns"], r["raw_post_p99_ns"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

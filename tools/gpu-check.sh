@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The prepared GPU check: on a machine with an NVIDIA GPU (e.g. a lent H200)
+# it builds the CUDA kernels and GPU tests for sm_90, runs them, runs the
+# watcher latency benchmark (host and device-mapped memory), and prints a
+# short table last. Bounded: every step has a timeout; the whole run is meant
+# to finish in under 8 minutes. Results land in ${OUT:-build/gpu-check}.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${OUT:-build/gpu-check}"
+mkdir -p "$out"
+log="$out/gpu-check.log"
+: >"$log"
+step() { echo "== $*" | tee -a "$log"; }
+declare -A result
+
+step "machine"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$log"
+nproc | tee -a "$log"
+
+step "dependencies"
+timeout 300 scripts/install-deps.sh >>"$log" 2>&1 && result[deps]=ok || result[deps]=FAILED
+
+step "configure + build (CUDA sm_90)"
+if timeout 300 cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+     -DFABRIC_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >>"$log" 2>&1 &&
+   timeout 420 cmake --build build/gpu -j "$(nproc)" \
+     --target fabric_watcher_tests watcher_latency fabric_unit_tests >>"$log" 2>&1; then
+  result[build]=ok
+else
+  result[build]=FAILED
+fi
+
+step "GPU and watcher tests"
+if timeout 180 build/gpu/tests/watcher/fabric_watcher_tests \
+     --gtest_output="json:$out/watcher-tests.json" >"$out/watcher-tests.txt" 2>&1; then
+  result[watcher_tests]=ok
+else
+  result[watcher_tests]=FAILED
+fi
+gpu_line=$(grep -E "GpuWatcher" "$out/watcher-tests.txt" | grep -E "OK|FAILED|SKIPPED" | tr '\n' ' ')
+timeout 120 build/gpu/tests/unit/fabric_unit_tests --gtest_filter='EngineWatcher*' \
+  >>"$log" 2>&1 && result[engine_watcher]=ok || result[engine_watcher]=FAILED
+
+step "watcher latency"
+timeout 120 build/gpu/tests/watcher/watcher_latency --json "$out/watcher-latency.json" \
+  >"$out/watcher-latency.txt" 2>&1 && result[latency]=ok || result[latency]=FAILED
+timeout 120 build/gpu/tests/watcher/watcher_latency --busy-poll \
+  --json "$out/watcher-latency-busy.json" >"$out/watcher-latency-busy.txt" 2>&1 ||
+  result[latency]=FAILED
+
+echo
+echo "== gpu-check summary"
+printf '%-16s %s\n' step result
+for k in deps build watcher_tests engine_watcher latency; do
+  printf '%-16s %s\n' "$k" "${result[$k]:-not run}"
+done
+echo "GPU tests: ${gpu_line:-none reported}"
+echo "-- watcher latency (default poll)"; tail -n 6 "$out/watcher-latency.txt" 2>/dev/null
+echo "-- watcher latency (busy poll)"; tail -n 6 "$out/watcher-latency-busy.txt" 2>/dev/null
+for k in "${!result[@]}"; do [ "${result[$k]}" = ok ] || exit 1; done
+exit 0
