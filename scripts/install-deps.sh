@@ -9,6 +9,8 @@ packages=(
   libhwloc-dev libibverbs-dev
   googletest libgtest-dev libgmock-dev
   python3-matplotlib
+  python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest python3-pytest-timeout
+  python3-torch
 )
 
 missing=()

@@ -1,0 +1,126 @@
+// The Engine class as Python sees it: names, defaults and docstrings. The
+// stub (fabric_lib/_native.pyi) repeats the docstrings; test_stubs.py checks.
+
+#include <string>
+
+#include "engine.hpp"
+#include "engine_ops.hpp"
+#include "errors.hpp"
+#include "requests.hpp"
+#include "transfer.hpp"
+#include "watcher.hpp"
+
+namespace py = pybind11;
+
+namespace fabric::python {
+
+void bind_engine(py::module_& m) {
+  const EngineConfig d;
+  py::class_<PyEngine> engine(m, "Engine",
+                              "A TransferEngine: one per process. Use it as a context manager, or "
+                              "call stop(), so its threads end before the interpreter does.");
+  engine
+      .def(py::init(&make_engine), py::arg("provider") = d.provider,
+           py::arg("domains_per_group") = d.domains_per_group, py::kw_only(),
+           py::arg("bind_address") = d.bind_address,
+           py::arg("max_message_size") = d.max_message_size,
+           py::arg("max_outstanding_requests") = d.max_outstanding_requests,
+           py::arg("send_slots") = d.send_slots,
+           py::arg("request_timeout_ms") = d.request_timeout.count(),
+           py::arg("control_timeout_ms") = d.control_timeout.count(),
+           py::arg("drain_timeout_ms") = d.drain_timeout.count(),
+           py::arg("busy_poll") = d.busy_poll, py::arg("delivery_complete") = py::none(),
+           py::arg("idle_spin_us") = d.idle_spin.count(),
+           py::arg("idle_yield_us") = d.idle_yield.count(),
+           py::arg("idle_sleep_us") = d.idle_sleep.count(),
+           "Opens the provider's Domains and starts the worker and callback threads. provider: "
+           "\"shm\", \"tcp\", \"sockets\", \"udp\", \"efa\", \"auto\" or any libfabric provider "
+           "string. Raises NotFoundError or UnsupportedError if the provider cannot be used.")
+      .def_property_readonly(
+          "main_address", [](const PyEngine& e) { return e.address(); },
+          "This engine's NetAddr; hand it to peers out of band.")
+      .def_property_readonly(
+          "num_domains", [](const PyEngine& e) { return e.address().num_domains(); },
+          "Domains (NICs) in the group.")
+      .def_property_readonly(
+          "max_message_size", [](const PyEngine& e) { return e.config().max_message_size; },
+          "Largest message send() may carry and submit_recvs() buffers must hold.")
+      .def_property_readonly("stopped", &PyEngine::stopped, "True after stop().")
+      .def_property_readonly(
+          "callback_errors", [](PyEngine& e) { return e.hub().errors(); },
+          "How many callbacks raised (each was logged to the \"fabric_lib\" logger).")
+      .def("reg_mr", &reg_mr, py::arg("obj"), py::arg("length") = py::none(),
+           py::arg("device") = py::none(), py::kw_only(), py::arg("owner") = py::none(),
+           py::arg("remote_read") = false,
+           "Registers memory on every Domain and returns (MrHandle, MrDesc). obj is a writable "
+           "C-contiguous buffer (numpy array, bytearray, ...), a contiguous torch tensor, or an "
+           "int address with length and device (\"cpu\", \"cuda:N\"). The engine keeps obj (and "
+           "owner) alive until dereg_mr() or stop(). Peers may only write unless remote_read.")
+      .def("dereg_mr", &dereg_mr, py::arg("handle"),
+           "Revokes a registration on every Domain once local transfers from it have finished; "
+           "later remote writes to it fail on the writer's side.")
+      .def("send", &send, py::arg("to"), py::arg("data"), py::kw_only(),
+           py::arg("callback") = py::none(),
+           "Copies data (bytes-like) and SENDs it to `to`. At most both engines' "
+           "max_message_size bytes.")
+      .def("submit_recvs", &submit_recvs, py::arg("length"), py::arg("count"), py::arg("callback"),
+           "Posts `count` receive buffers of `length` bytes (>= max_message_size). "
+           "callback(message: memoryview) runs on the callback thread for every message; the "
+           "memoryview is read-only and valid only during the call, so copy what you keep.")
+      .def("single_write", &single_write, py::arg("src"), py::arg("dst"), py::arg("length"),
+           py::kw_only(), py::arg("src_offset") = 0, py::arg("dst_offset") = 0,
+           py::arg("imm") = py::none(), py::arg("num_shards") = 0, py::arg("domain") = py::none(),
+           py::arg("callback") = py::none(),
+           "WRITEs src[src_offset:+length] to dst[dst_offset:+length], with an optional 32-bit "
+           "imm. num_shards (0: one per Domain) shards it; domain pins it to one Domain.")
+      .def("paged_writes", &paged_writes, py::arg("src"), py::arg("dst"), py::arg("page_length"),
+           py::arg("src_indices"), py::arg("dst_indices"), py::kw_only(),
+           py::arg("src_stride") = py::none(), py::arg("dst_stride") = py::none(),
+           py::arg("src_offset") = 0, py::arg("dst_offset") = 0, py::arg("imm") = py::none(),
+           py::arg("callback") = py::none(),
+           "For each i, WRITEs page_length bytes from src_offset + src_indices[i] * src_stride "
+           "to dst_offset + dst_indices[i] * dst_stride. Strides default to page_length; indices "
+           "are int sequences or uint32 arrays of equal length. P pages carry P immediates.")
+      .def("imm", &imm, py::arg("imm"), py::arg("dst"), py::kw_only(),
+           py::arg("callback") = py::none(),
+           "An immediate-only (zero-length) WRITE against dst: one immediate at the receiver.")
+      .def("add_peer_group", &add_peer_group, py::arg("peers"),
+           "Resolves a list of NetAddrs once for scatter() and barrier(); valid until stop().")
+      .def("scatter", &scatter, py::arg("src"), py::arg("slices"), py::kw_only(),
+           py::arg("group") = py::none(), py::arg("imm") = py::none(), py::arg("routing") = "peers",
+           py::arg("callback") = py::none(),
+           "WRITEs one slice of src per peer. slices: ScatterSlice objects or (dst, length[, "
+           "src_offset[, dst_offset]]) tuples, in group order when group is given. routing: "
+           "\"peers\" (slice i on Domain i mod K), \"bytes\" (each slice over all Domains) or a "
+           "Domain index.")
+      .def("barrier", &barrier, py::arg("imm"), py::arg("dsts"), py::kw_only(),
+           py::arg("group") = py::none(), py::arg("callback") = py::none(),
+           "An immediate-only WRITE to each peer's MrDesc in dsts (one immediate per peer).")
+      .def("expect_imm_count", &expect_imm_count, py::arg("imm"), py::arg("count"),
+           py::arg("callback"),
+           "callback(imm, count) runs on the callback thread once `count` WRITEs carrying imm "
+           "have landed. Arrivals before this call count; surplus ones carry over.")
+      .def("imm_counter", &imm_counter, py::arg("imm"),
+           "A pollable ImmCounter for imm; it takes every arrival not yet consumed. One per imm "
+           "value.")
+      .def("release_imm_counter", &release_imm_counter, py::arg("imm"),
+           "Detaches imm's counter; later arrivals are counted internally again. NotFoundError if "
+           "there is none.")
+      .def("stop", &PyEngine::stop,
+           "Stops accepting work, drains or fails what is outstanding (every Transfer "
+           "completes), and joins the engine's threads. Idempotent.")
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__",
+           [](PyEngine& self, const py::args&) {
+             self.stop();
+             return false;
+           })
+      .def("__repr__", [](const PyEngine& e) {
+        return "<fabric_lib.Engine " + e.address().provider() +
+               " domains=" + std::to_string(e.address().num_domains()) +
+               (e.stopped() ? " stopped>" : ">");
+      });
+  bind_engine_watcher(engine);
+}
+
+}  // namespace fabric::python

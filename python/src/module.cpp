@@ -1,0 +1,35 @@
+// fabric_lib._native: the binding of fabric-lib's TransferEngine. The pure
+// Python package fabric_lib re-exports it; docs/python.md describes it.
+
+#include <pybind11/pybind11.h>
+
+#include "engine.hpp"
+#include "errors.hpp"
+#include "fabric/requests.hpp"
+#include "fabric/version.hpp"
+#include "memory.hpp"
+#include "requests.hpp"
+#include "transfer.hpp"
+#include "values.hpp"
+#include "watcher.hpp"
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_native, m) {
+  using namespace fabric::python;
+  m.doc() = "Native binding of fabric-lib's TransferEngine; import fabric_lib instead.";
+  m.attr("__version__") = std::to_string(fabric::kVersionMajor) + "." +
+                          std::to_string(fabric::kVersionMinor) + "." +
+                          std::to_string(fabric::kVersionPatch);
+  m.attr("MAX_WRITE_BYTES") = fabric::kMaxWriteBytes;
+  register_errors(m);
+  bind_values(m);
+  bind_requests(m);
+  bind_memory(m);
+  bind_transfer(m);
+  bind_watcher(m);
+  bind_engine(m);
+  // Engine threads must be joined while the interpreter can still take their calls.
+  py::module_::import("atexit").attr("register")(
+      py::cpp_function([] { PyEngine::stop_all(); }, py::name("_stop_all_engines")));
+}

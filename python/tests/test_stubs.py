@@ -1,0 +1,174 @@
+"""_native.pyi names exactly what _native binds, with the same parameters and docstrings."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import pathlib
+import re
+from typing import Any
+
+import pytest
+
+from fabric_lib import _native
+
+STUB = pathlib.Path(_native.__file__).with_name("_native.pyi")
+TREE = ast.parse(STUB.read_text())
+
+
+def _public(name: str) -> bool:
+    return not name.startswith("_")
+
+
+def _norm(text: str | None) -> str:
+    return " ".join((text or "").split())
+
+
+def _stub_members(cls: ast.ClassDef) -> dict[str, ast.AST]:
+    members: dict[str, ast.AST] = {}
+    for node in cls.body:
+        if isinstance(node, ast.FunctionDef):
+            members[node.name] = node
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            members[node.target.id] = node
+    return members
+
+
+CLASSES = {n.name: n for n in TREE.body if isinstance(n, ast.ClassDef)}
+FUNCTIONS = {n.name: n for n in TREE.body if isinstance(n, ast.FunctionDef)}
+VARIABLES = {
+    n.target.id: n
+    for n in TREE.body
+    if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+}
+
+
+def _stub_members_with_bases(name: str) -> dict[str, ast.AST]:
+    members: dict[str, ast.AST] = {}
+    for base in CLASSES[name].bases:
+        if isinstance(base, ast.Name) and base.id in CLASSES:
+            members.update(_stub_members_with_bases(base.id))
+    members.update(_stub_members(CLASSES[name]))
+    return members
+
+
+def _native_members(cls: type) -> set[str]:
+    foreign = set()
+    for base in cls.__mro__[1:]:
+        if base.__module__ not in ("fabric_lib", "fabric_lib._native"):
+            foreign |= set(dir(base))
+    return {n for n in dir(cls) if _public(n) and n not in foreign}
+
+
+def test_module_names_match() -> None:
+    stub = {n for n in [*CLASSES, *FUNCTIONS, *VARIABLES] if _public(n)}
+    native = {n for n in dir(_native) if _public(n)}
+    assert stub == native
+    assert "__version__" in VARIABLES and isinstance(_native.__version__, str)
+
+
+@pytest.mark.parametrize("name", sorted(CLASSES))
+def test_class_members_match(name: str) -> None:
+    cls = getattr(_native, name, None)
+    assert cls is not None, f"{name} is in the stub only"
+    stub = _stub_members_with_bases(name)
+    assert {n for n in stub if _public(n)} == _native_members(cls)
+    for dunder in (n for n in stub if not _public(n)):
+        assert hasattr(cls, dunder), f"{name}.{dunder} is in the stub only"
+
+
+def _docs() -> list[tuple[str, Any, str]]:
+    out = [("module", _native, ast.get_docstring(TREE) or "")]
+    for name, node in CLASSES.items():
+        cls = getattr(_native, name, None)
+        if cls is None:
+            continue  # test_module_names_match reports it
+        out.append((name, cls, ast.get_docstring(node) or ""))
+        for member, m in _stub_members(node).items():
+            if isinstance(m, ast.FunctionDef) and ast.get_docstring(m) and hasattr(cls, member):
+                out.append((f"{name}.{member}", getattr(cls, member), ast.get_docstring(m)))
+    return out
+
+
+@pytest.mark.parametrize("where,obj,doc", _docs(), ids=[d[0] for d in _docs()])
+def test_docstrings_match(where: str, obj: Any, doc: str) -> None:
+    assert doc, f"{where} has no docstring in the stub"
+    assert _norm(doc) in _norm(obj.__doc__), f"{where}: stub and binding docstrings differ"
+
+
+def _native_params(func: Any) -> list[str]:
+    # pybind11 puts the signature on the docstring's first line:
+    #   name(self: T, a: int = 0, *, b: ...) -> R
+    first = (func.__doc__ or "").splitlines()[0]
+    inner = first[first.index("(") + 1 : first.rindex(")")]
+    params, depth, part = [], 0, ""
+    for ch in inner + ",":
+        if ch == "," and depth == 0:
+            if part.strip():
+                params.append(re.split(r"[:=]", part.strip())[0].strip())
+            part = ""
+            continue
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        part += ch
+    return params
+
+
+def _stub_params(node: ast.FunctionDef) -> list[str]:
+    a = node.args
+    names = [p.arg for p in a.posonlyargs + a.args]
+    if a.vararg:
+        names.append("*" + a.vararg.arg)
+    elif a.kwonlyargs:
+        names.append("*")
+    names += [p.arg for p in a.kwonlyargs]
+    return names
+
+
+def _signatures() -> list[tuple[str, Any, ast.FunctionDef]]:
+    out = []
+    for name, node in CLASSES.items():
+        cls = getattr(_native, name, None)
+        for member, m in _stub_members(node).items():
+            if not hasattr(cls, member):
+                continue  # test_class_members_match reports it
+            is_property = isinstance(m, ast.FunctionDef) and any(
+                isinstance(d, ast.Name) and d.id == "property" for d in m.decorator_list
+            )
+            if (
+                isinstance(m, ast.FunctionDef)
+                and not is_property
+                and (_public(member) or member == "__init__")
+            ):
+                if not inspect.isbuiltin(getattr(cls, member)) and name.endswith("Error"):
+                    continue
+                out.append((f"{name}.{member}", getattr(cls, member), m))
+    return out
+
+
+@pytest.mark.parametrize("where,func,node", _signatures(), ids=[s[0] for s in _signatures()])
+def test_parameters_match(where: str, func: Any, node: ast.FunctionDef) -> None:
+    assert _stub_params(node) == _native_params(func), where
+
+
+def test_mypy_stubtest_agrees() -> None:
+    """mypy's own stub checker, where installed (Debian: python3-mypy). pybind11 classes differ
+    from any stub in two ways that say nothing about this one: their metaclass, and the
+    catch-all __init__ of classes Python cannot construct."""
+    pytest.importorskip("mypy.stubtest")
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy.stubtest", "fabric_lib._native"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    noise = ("metaclass differs", 'stub does not have *args parameter "args"')
+    errors = [
+        line
+        for line in result.stdout.splitlines()
+        if line.startswith("error:") and not any(n in line for n in noise)
+    ]
+    assert not errors, result.stdout
