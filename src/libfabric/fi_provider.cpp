@@ -1,10 +1,17 @@
 #include "libfabric/fi_provider.hpp"
 
+#include "common/log.hpp"
+
 #include <fmt/format.h>
 #include <rdma/fi_errno.h>
 
 #include <array>
+#include <string_view>
+#include <dlfcn.h>
+
+#include <csignal>
 #include <cstring>
+#include <mutex>
 
 namespace fabric::ofi {
 
@@ -38,10 +45,39 @@ InfoPtr make_hints(const std::string& prov, bool delivery_complete) {
   return hints;
 }
 
+// Debian's libfabric links the psm provider, whose libinfinipath installs
+// SIGINT/SIGTERM/SIGSEGV/... handlers at load time that exit(1): crashes and
+// Ctrl-C would vanish into an ordinary exit code. Handlers that live in that
+// library go back to the default; any the application set stay.
+void drop_foreign_signal_handlers() {
+  static constexpr std::array<int, 7> kSignals = {SIGINT, SIGTERM, SIGSEGV, SIGBUS,
+                                                  SIGILL, SIGABRT, SIGFPE};
+  for (int sig : kSignals) {
+    struct sigaction current {};
+    if (sigaction(sig, nullptr, &current) != 0) continue;
+    const bool siginfo = (current.sa_flags & SA_SIGINFO) != 0;
+    void* fn = siginfo ? reinterpret_cast<void*>(current.sa_sigaction)
+                       : reinterpret_cast<void*>(current.sa_handler);
+    if (fn == reinterpret_cast<void*>(SIG_DFL) || fn == reinterpret_cast<void*>(SIG_IGN)) continue;
+    Dl_info where{};
+    if (dladdr(fn, &where) == 0 || where.dli_fname == nullptr) continue;
+    if (std::string_view(where.dli_fname).find("infinipath") == std::string_view::npos) continue;
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, nullptr);
+    log::debug("reset signal {} handler installed by {}", sig, where.dli_fname);
+  }
+}
+
 Result<InfoPtr> getinfo(const std::string& prov, const char* node, bool delivery_complete) {
   InfoPtr hints = make_hints(prov, delivery_complete);
   fi_info* found = nullptr;
   const std::uint64_t flags = node != nullptr ? FI_SOURCE : 0;
+  // Before the first call, so that providers chaining to the previous
+  // handler (shm cleans up its files on SIGSEGV/SIGBUS) chain to the default.
+  static std::once_flag signals_checked;
+  std::call_once(signals_checked, drop_foreign_signal_handlers);
   int rc = fi_getinfo(kApiVersion, node, nullptr, flags, hints.get(), &found);
   if (rc != 0) {
     return Status(rc == -FI_ENODATA ? Errc::not_found : Errc::provider,
