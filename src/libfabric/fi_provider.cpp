@@ -12,6 +12,9 @@
 #include <csignal>
 #include <cstring>
 #include <mutex>
+#include <random>
+
+#include <unistd.h>
 
 namespace fabric::ofi {
 
@@ -132,7 +135,17 @@ Result<InfoPtr> find_provider(const ProviderQuery& query) {
     if (!any) return any;
     prov = any.value()->fabric_attr->prov_name;
   }
-  const char* node = is_ip_provider(prov) ? query.bind_address.c_str() : nullptr;
+  // shm names its region after the pid unless told otherwise; a region left
+  // in /dev/shm by a killed process whose pid is reused makes fi_enable fail
+  // with EBUSY, so every shm endpoint gets a random name of its own.
+  std::string shm_name;
+  if (prov == "shm") {
+    std::random_device rd;
+    shm_name = fmt::format("fl-{}-{:08x}{:08x}", ::getpid(), rd(), rd());
+  }
+  const char* node = is_ip_provider(prov)   ? query.bind_address.c_str()
+                     : !shm_name.empty()    ? shm_name.c_str()
+                                            : nullptr;
   const bool delivery_complete =
       query.delivery_complete.value_or(prov_defaults_to_delivery_complete(prov));
   return getinfo(prov, node, delivery_complete);
