@@ -94,8 +94,8 @@ void Worker::stop() {
   stopped_ = true;
   stop_requested_.store(true, std::memory_order_seq_cst);
   if (thread_.joinable()) {
-    wake();
     {
+      // Unconditionally: the worker may be about to sleep.
       std::lock_guard lock(sleep_mutex_);
       sleep_cv_.notify_one();
     }

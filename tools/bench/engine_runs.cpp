@@ -6,6 +6,7 @@
 
 #include "pattern.hpp"
 #include "runs.hpp"
+#include "window.hpp"
 
 namespace bench {
 
@@ -16,11 +17,6 @@ using namespace std::chrono_literals;
 void must(const fabric::Status& st, const char* what) {
   if (!st.ok()) throw std::runtime_error(fmt::format("{}: {}", what, st.to_string()));
 }
-
-struct Pending {
-  std::shared_ptr<fabric::CompletionFlag> flag;
-  std::uint64_t t0 = 0;
-};
 
 fabric::PagedWrite paged_request(Side& s, const Peer& peer, const WriteRound& r) {
   fabric::PagedWrite w;
@@ -59,44 +55,12 @@ Figures engine_writes(Side& s, const Peer& peer, Link& link, const WriteRound& r
   link.send(fmt::format("eng_wait {}", r.count * imms_per_op));
   link.expect("ready", 30s);
 
-  std::vector<Pending> inflight;
-  inflight.reserve(r.window);
-  std::vector<std::uint64_t> lat;
-  lat.reserve(r.count);
-  std::uint64_t submitted = 0;
   const std::uint64_t start = now_ns();
-  const std::uint64_t deadline = start + std::chrono::nanoseconds(120s).count();
-  while (lat.size() < r.count) {
-    bool progress = false;
-    while (submitted < r.count && inflight.size() < r.window) {
-      Pending p{std::make_shared<fabric::CompletionFlag>(), now_ns()};
-      const fabric::Status st = r.pages == 0 ? s.engine->submit_single_write(single, p.flag)
-                                             : s.engine->submit_paged_writes(paged, p.flag);
-      if (st.code() == fabric::Errc::again) break;
-      must(st, "submit");
-      inflight.push_back(std::move(p));
-      ++submitted;
-      progress = true;
-    }
-    for (std::size_t i = 0; i < inflight.size();) {
-      if (!inflight[i].flag->done()) {
-        ++i;
-        continue;
-      }
-      const std::uint64_t t = now_ns();
-      must(inflight[i].flag->status(), "engine write");
-      lat.push_back(t - inflight[i].t0);
-      inflight[i] = std::move(inflight.back());
-      inflight.pop_back();
-      progress = true;
-    }
-    // The engine's worker does the work: give it the core when we have
-    // nothing to do (this box may have fewer cores than busy threads).
-    if (!progress) {
-      if (now_ns() > deadline) throw std::runtime_error("engine round did not finish in time");
-      std::this_thread::yield();
-    }
-  }
+  std::vector<std::uint64_t> lat =
+      run_window(r.count, r.window, "engine write", [&](const auto& flag) {
+        return r.pages == 0 ? s.engine->submit_single_write(single, flag)
+                            : s.engine->submit_paged_writes(paged, flag);
+      });
   link.expect("done", 120s);
   const std::uint64_t elapsed = now_ns() - start;
   return summarize(lat, r.count * r.size * imms_per_op, elapsed);
@@ -108,39 +72,10 @@ Figures engine_sends(Side& s, const Peer& peer, Link& link, const WriteRound& r,
   const std::span<const std::byte> msg(s.buf.data, r.size);
   link.send(fmt::format("eng_recv {}", r.count));
   link.expect("ready", 30s);
-  std::vector<Pending> inflight;
-  std::vector<std::uint64_t> lat;
-  lat.reserve(r.count);
-  std::uint64_t submitted = 0;
   const std::uint64_t start = now_ns();
-  const std::uint64_t deadline = start + std::chrono::nanoseconds(120s).count();
-  while (lat.size() < r.count) {
-    bool progress = false;
-    while (submitted < r.count && inflight.size() < r.window) {
-      Pending p{std::make_shared<fabric::CompletionFlag>(), now_ns()};
-      const fabric::Status st = s.engine->submit_send(to, msg, p.flag);
-      if (st.code() == fabric::Errc::again) break;
-      must(st, "submit_send");
-      inflight.push_back(std::move(p));
-      ++submitted;
-      progress = true;
-    }
-    for (std::size_t i = 0; i < inflight.size();) {
-      if (!inflight[i].flag->done()) {
-        ++i;
-        continue;
-      }
-      must(inflight[i].flag->status(), "engine send");
-      lat.push_back(now_ns() - inflight[i].t0);
-      inflight[i] = std::move(inflight.back());
-      inflight.pop_back();
-      progress = true;
-    }
-    if (!progress) {
-      if (now_ns() > deadline) throw std::runtime_error("send round did not finish in time");
-      std::this_thread::yield();
-    }
-  }
+  std::vector<std::uint64_t> lat = run_window(
+      r.count, r.window, "engine send",
+      [&](const auto& flag) { return s.engine->submit_send(to, msg, flag); });
   const std::string done = link.expect("done", 120s);
   const std::uint64_t elapsed = now_ns() - start;
   verified = done == fmt::format("done {:x}", checksum(s.buf.data, r.size));

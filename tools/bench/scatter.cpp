@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "raw/poller.hpp"
+#include "window.hpp"
 
 namespace bench {
 
@@ -29,11 +30,6 @@ std::pair<double, double> post_percentiles(std::vector<std::uint64_t>& v) {
   return {f.p50_us * 1e3, f.p99_us * 1e3};
 }
 
-struct Pending {
-  std::shared_ptr<fabric::CompletionFlag> flag;
-  std::uint64_t t0 = 0;
-};
-
 }  // namespace
 
 ScatterFigures engine_scatter(Side& s, const std::vector<Peer>& peers,
@@ -47,44 +43,16 @@ ScatterFigures engine_scatter(Side& s, const std::vector<Peer>& peers,
     sc.slices.push_back({peers[i].eng_buf, r.slice, i * r.slice, 0});
   }
   start_round(links, fmt::format("eng_wait {}", r.count));
-  std::vector<Pending> inflight;
-  std::vector<std::uint64_t> lat, post;
-  lat.reserve(r.count);
+  std::vector<std::uint64_t> post;
   post.reserve(r.count);
-  std::uint64_t submitted = 0;
   const std::uint64_t start = now_ns();
-  const std::uint64_t deadline = start + std::chrono::nanoseconds(120s).count();
-  while (lat.size() < r.count) {
-    bool progress = false;
-    while (submitted < r.count && inflight.size() < r.window) {
-      Pending p{std::make_shared<fabric::CompletionFlag>(), now_ns()};
-      const fabric::Status st = s.engine->submit_scatter(sc, p.flag);
-      const std::uint64_t t1 = now_ns();
-      if (st.code() == fabric::Errc::again) break;
-      if (!st.ok()) throw std::runtime_error("submit_scatter: " + st.to_string());
-      post.push_back(t1 - p.t0);
-      inflight.push_back(std::move(p));
-      ++submitted;
-      progress = true;
-    }
-    for (std::size_t i = 0; i < inflight.size();) {
-      if (!inflight[i].flag->done()) {
-        ++i;
-        continue;
-      }
-      if (!inflight[i].flag->status().ok()) {
-        throw std::runtime_error("scatter: " + inflight[i].flag->status().to_string());
-      }
-      lat.push_back(now_ns() - inflight[i].t0);
-      inflight[i] = std::move(inflight.back());
-      inflight.pop_back();
-      progress = true;
-    }
-    if (!progress) {
-      if (now_ns() > deadline) throw std::runtime_error("scatter round did not finish in time");
-      std::this_thread::yield();
-    }
-  }
+  std::vector<std::uint64_t> lat =
+      run_window(r.count, r.window, "scatter", [&](const auto& flag) {
+        const std::uint64_t t0 = now_ns();
+        const fabric::Status st = s.engine->submit_scatter(sc, flag);
+        if (st.ok()) post.push_back(now_ns() - t0);
+        return st;
+      });
   finish_round(links);
   ScatterFigures out;
   out.f = summarize(lat, r.count * r.slice * peers.size(), now_ns() - start);
