@@ -19,12 +19,16 @@
 #include "fabric/requests.hpp"
 #include "fabric/status.hpp"
 #include "fabric/topology.hpp"
+#include "fabric/verbs_config.hpp"
 #include "fabric/watcher.hpp"
 
 namespace fabric {
 
 struct EngineConfig {
-  // "shm", "tcp" (tcp;ofi_rxm), "sockets", "udp" (udp;ofi_rxd), "efa", any
+  // libfabric (EFA, software providers) or verbs (RC NICs); available_backends()
+  // tells which this host can open.
+  Backend backend = Backend::libfabric;
+  // libfabric only: "shm", "tcp" (tcp;ofi_rxm), "sockets", "udp" (udp;ofi_rxd), "efa", any
   // other libfabric provider string, or "auto" (the first RDM provider that
   // offers what the engine needs).
   std::string provider = "shm";
@@ -61,6 +65,8 @@ struct EngineConfig {
   // Where the worker runs: unset picks default_pinning() (off below 4 usable
   // CPUs, numa otherwise); the CPUs come from detect_topology()'s group plan.
   std::optional<Pinning> pinning;
+  // Verbs backend only.
+  VerbsConfig verbs;
 };
 
 // A received message; data points into an engine buffer that is re-posted

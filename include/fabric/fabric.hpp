@@ -1,6 +1,7 @@
 #pragma once
 // Umbrella header for fabric-lib.
 
+#include "fabric/backends.hpp"
 #include "fabric/completion.hpp"
 #include "fabric/device.hpp"
 #include "fabric/engine.hpp"
@@ -10,4 +11,5 @@
 #include "fabric/requests.hpp"
 #include "fabric/status.hpp"
 #include "fabric/topology.hpp"
+#include "fabric/verbs_config.hpp"
 #include "fabric/version.hpp"

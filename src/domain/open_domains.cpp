@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "libfabric/fi_domain.hpp"
+#include "verbs/verbs_domain.hpp"
 
 namespace fabric::domain {
 
@@ -13,6 +14,16 @@ Result<OpenedDomains> open_domains(const EngineConfig& config) {
                               NetAddr::kMaxDomains));
   }
   OpenedDomains out;
+  out.backend = config.backend;
+  if (config.backend == Backend::verbs) {
+    for (std::uint32_t i = 0; i < config.domains_per_group; ++i) {
+      auto d = verbs::VerbsDomain::open(config.verbs, i);
+      if (!d) return d.status();
+      out.domains.push_back(std::move(d).value());
+    }
+    out.provider = out.domains.front()->limits().provider;
+    return out;
+  }
   const ofi::ProviderQuery query{config.provider, config.bind_address,
                                  config.delivery_complete};
   for (std::uint32_t i = 0; i < config.domains_per_group; ++i) {

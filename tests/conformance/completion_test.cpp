@@ -18,6 +18,8 @@ constexpr std::uint32_t kImm = 0xc0de;
 class CompletionTest : public ProviderTest {
  protected:
   void SetUp() override {
+    ProviderTest::SetUp();
+    if (IsSkipped()) return;
     target_ = std::make_unique<RemoteTarget>(config(), kRegion);
     auto engine = TransferEngine::create(config());
     ASSERT_OK(engine);

@@ -12,7 +12,7 @@ namespace {
 // Providers known to check remote keys on every access. Anything else that
 // lets the write through is skipped (with the reason) rather than failed.
 bool enforces_remote_keys(const std::string& provider) {
-  static const std::set<std::string> kEnforcing = {"shm", "tcp", "sockets"};
+  static const std::set<std::string> kEnforcing = {"shm", "tcp", "sockets", "verbs"};
   return kEnforcing.contains(provider);
 }
 

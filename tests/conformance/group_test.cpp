@@ -21,6 +21,7 @@ using Param = std::tuple<std::string, std::uint32_t>;  // provider, Domains per 
 
 class GroupTest : public ::testing::TestWithParam<Param> {
  protected:
+  void SetUp() override { FABRIC_SKIP_IF_UNAVAILABLE(std::get<0>(GetParam())); }
   [[nodiscard]] std::uint32_t domains() const { return std::get<1>(GetParam()); }
   [[nodiscard]] EngineConfig config() const {
     EngineConfig c = engine_config(std::get<0>(GetParam()));
@@ -224,7 +225,7 @@ std::string group_param_name(const ::testing::TestParamInfo<Param>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, GroupTest,
-                         ::testing::Combine(::testing::Values("shm", "tcp", "sockets"),
+                         ::testing::Combine(::testing::Values("shm", "tcp", "sockets", "verbs"),
                                             ::testing::Values(1u, 2u)),
                          group_param_name);
 

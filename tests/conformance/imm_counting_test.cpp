@@ -45,6 +45,8 @@ struct Firings {
 class ImmCountingTest : public ProviderTest {
  protected:
   void SetUp() override {
+    ProviderTest::SetUp();
+    if (IsSkipped()) return;
     writer_ = std::make_unique<RemoteWriter>(config(), 64, 1);
     auto engine = TransferEngine::create(config());
     ASSERT_OK(engine);

@@ -52,6 +52,8 @@ bool names(const std::string& message, std::uint64_t value) {
 class ValidationTest : public ProviderTest {
  protected:
   void SetUp() override {
+    ProviderTest::SetUp();
+    if (IsSkipped()) return;
     target_ = std::make_unique<RemoteTarget>(config(), kDstSize);
     auto engine = TransferEngine::create(config());
     ASSERT_OK(engine);

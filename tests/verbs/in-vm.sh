@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Runs inside the rxe VM (RXE_VM=1): the shared conformance suite on the verbs
+# backend plus the verbs-only tests, one process per gtest binary.
+set -euo pipefail
+build_dir=$1
+echo "== verbs devices"
+ibv_devinfo -l
+"$build_dir/tools/fabric-info" || true
+echo "== conformance suite on verbs + verbs-only tests"
+"$build_dir/tests/conformance/fabric_conformance_tests" \
+  --gtest_filter='*/verbs:*/verbs_k*:VerbsTest.*'
