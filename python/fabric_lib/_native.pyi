@@ -258,8 +258,10 @@ class Engine:
         idle_spin_us: int = 50,
         idle_yield_us: int = 1000,
         idle_sleep_us: int = 200,
+        backend: str = "libfabric",
+        verbs_device: str = "",
     ) -> None:
-        """Opens the provider's Domains and starts the worker and callback threads. provider: "shm", "tcp", "sockets", "udp", "efa", "auto" or any libfabric provider string. Raises NotFoundError or UnsupportedError if the provider cannot be used."""
+        """Opens the provider's Domains and starts the worker and callback threads. provider: "shm", "tcp", "sockets", "udp", "efa", "auto" or any libfabric provider string. backend: "libfabric" or "verbs" (RC NICs; verbs_device picks one, empty: every active port). Raises NotFoundError or UnsupportedError if the provider cannot be used."""
 
     @property
     def main_address(self) -> NetAddr:

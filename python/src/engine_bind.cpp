@@ -32,10 +32,13 @@ void bind_engine(py::module_& m) {
            py::arg("busy_poll") = d.busy_poll, py::arg("delivery_complete") = py::none(),
            py::arg("idle_spin_us") = d.idle_spin.count(),
            py::arg("idle_yield_us") = d.idle_yield.count(),
-           py::arg("idle_sleep_us") = d.idle_sleep.count(),
+           py::arg("idle_sleep_us") = d.idle_sleep.count(), py::arg("backend") = "libfabric",
+           py::arg("verbs_device") = d.verbs.device,
            "Opens the provider's Domains and starts the worker and callback threads. provider: "
            "\"shm\", \"tcp\", \"sockets\", \"udp\", \"efa\", \"auto\" or any libfabric provider "
-           "string. Raises NotFoundError or UnsupportedError if the provider cannot be used.")
+           "string. backend: \"libfabric\" or \"verbs\" (RC NICs; verbs_device picks one, empty: "
+           "every active port). Raises NotFoundError or UnsupportedError if the provider cannot "
+           "be used.")
       .def_property_readonly(
           "main_address", [](const PyEngine& e) { return e.address(); },
           "This engine's NetAddr; hand it to peers out of band.")

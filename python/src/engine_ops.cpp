@@ -63,8 +63,15 @@ std::unique_ptr<PyEngine> make_engine(
     std::int64_t max_message_size, std::int64_t max_outstanding_requests, std::int64_t send_slots,
     std::int64_t request_timeout_ms, std::int64_t control_timeout_ms, std::int64_t drain_timeout_ms,
     bool busy_poll, std::optional<bool> delivery_complete, std::int64_t idle_spin_us,
-    std::int64_t idle_yield_us, std::int64_t idle_sleep_us) {
+    std::int64_t idle_yield_us, std::int64_t idle_sleep_us, const std::string& backend,
+    const std::string& verbs_device) {
   EngineConfig c;
+  if (backend == "verbs") {
+    c.backend = Backend::verbs;
+  } else if (backend != "libfabric") {
+    throw py::value_error("backend must be \"libfabric\" or \"verbs\", not \"" + backend + "\"");
+  }
+  c.verbs.device = verbs_device;
   c.provider = provider;
   c.domains_per_group = to_u32(domains_per_group, "domains_per_group");
   c.bind_address = bind_address;

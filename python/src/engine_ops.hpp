@@ -21,7 +21,8 @@ std::unique_ptr<PyEngine> make_engine(
     std::int64_t max_message_size, std::int64_t max_outstanding_requests, std::int64_t send_slots,
     std::int64_t request_timeout_ms, std::int64_t control_timeout_ms, std::int64_t drain_timeout_ms,
     bool busy_poll, std::optional<bool> delivery_complete, std::int64_t idle_spin_us,
-    std::int64_t idle_yield_us, std::int64_t idle_sleep_us);
+    std::int64_t idle_yield_us, std::int64_t idle_sleep_us, const std::string& backend,
+    const std::string& verbs_device);
 
 pybind11::tuple reg_mr(PyEngine& self, pybind11::handle obj, std::optional<std::int64_t> length,
                        pybind11::handle device, pybind11::object owner, bool remote_read);

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -189,3 +191,12 @@ def test_bad_engine_config() -> None:
         fl.Engine("shm", max_message_size=0)
     with pytest.raises(fl.InvalidArgumentError):
         fl.Engine("shm", domains_per_group=-1)
+
+
+def test_backend_choice_is_checked() -> None:
+    with pytest.raises(ValueError):
+        fl.Engine("shm", backend="no-such-backend")
+    if not os.path.exists("/sys/class/infiniband") or not os.listdir("/sys/class/infiniband"):
+        # No verbs device here: the verbs backend says so instead of starting.
+        with pytest.raises(fl.UnsupportedError, match="verbs"):
+            fl.Engine(backend="verbs")

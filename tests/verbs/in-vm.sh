@@ -9,3 +9,6 @@ ibv_devinfo -l
 echo "== conformance suite on verbs + verbs-only tests"
 "$build_dir/tests/conformance/fabric_conformance_tests" \
   --gtest_filter='*/verbs:*/verbs_k*:VerbsTest.*'
+echo "== fabric-bench smoke on verbs (data verified; figures not judged)"
+"$build_dir/tools/fabric-bench" --local --backend verbs --quick --reps 1 \
+  --ops single_write,paged_write,imm,sendrecv --json "$build_dir/bench-verbs-smoke.json"

@@ -16,6 +16,10 @@ int main(int argc, char** argv) {
   CLI::App app{"fabric-bench: engine vs raw libfabric, same run"};
   app.add_flag("--local", opt.local, "spawn the target process here (the only mode so far)");
   app.add_option("--provider", opt.provider, "shm, tcp, sockets, ...");
+  app.add_option("--backend", opt.backend,
+                 "libfabric (engine and raw loop on --provider) or verbs (engine only; compare "
+                 "with ib_write_bw: tools/bench/verbs-vm.sh)")
+      ->check(CLI::IsMember({"libfabric", "verbs"}));
   app.add_option("--ops", opt.ops, "single_write, paged_write, imm, sendrecv, scatter (1, 2, 4 target processes)")->delimiter(',');
   app.add_flag("--quick", opt.quick, "few sizes, short rounds (CI smoke)");
   app.add_option("--window", opt.window, "outstanding writes (paged: window/16 batches)")

@@ -9,6 +9,9 @@ namespace bench {
 struct Options {
   bool local = false;
   std::string provider = "shm";
+  // "verbs": the engine on its verbs backend. Its raw counterpart is perftest's
+  // ib_write_bw (tools/bench/verbs-vm.sh), so no raw libfabric loop runs.
+  std::string backend = "libfabric";
   std::vector<std::string> ops = {"single_write", "paged_write", "imm", "sendrecv", "scatter"};
   bool quick = false;
   std::uint32_t window = 64;  // outstanding writes (single) or batches (paged)

@@ -31,7 +31,7 @@ Figures raw_writes(Side& s, const Peer& peer, Link& link, const WriteRound& r) {
   // Single writes: `window` writes deep, like the engine's requests. Pages:
   // as deep as the provider's queue, which is what the engine's worker does.
   const std::size_t depth =
-      paged ? std::min<std::size_t>(s.raw.tx_depth(), std::size_t{r.window} * r.pages) : r.window;
+      paged ? std::min<std::size_t>(s.raw->tx_depth(), std::size_t{r.window} * r.pages) : r.window;
   std::vector<raw::OpSlot> slots(depth);
   std::vector<raw::OpSlot*> free_slots;
   for (auto& sl : slots) free_slots.push_back(&sl);
@@ -62,14 +62,14 @@ Figures raw_writes(Side& s, const Peer& peer, Link& link, const WriteRound& r) {
       if (page == 0) batches[batch] = {now_ns(), per_batch};
       const std::uint64_t src = paged ? std::uint64_t{page} * r.size : 0;
       const std::uint64_t dst = paged ? std::uint64_t{order[page]} * r.size : 0;
-      if (!s.raw.write(s.buf.data + src, r.size, s.raw_buf.desc, kDataImm, peer.raw_addr,
+      if (!s.raw->write(s.buf.data + src, r.size, s.raw_buf.desc, kDataImm, peer.raw_addr,
                        peer.raw_buf.addr + dst, peer.raw_buf.key, &slot->ctx)) {
         break;
       }
       free_slots.pop_back();
       ++posted;
     }
-    poller.drain(s.raw, kDataImm, stray, done);
+    poller.drain(*s.raw, kDataImm, stray, done);
   }
   link.expect("done", 120s);
   const std::uint64_t elapsed = now_ns() - start;
@@ -89,16 +89,16 @@ Figures raw_imm_rtt(Side& s, const Peer& peer, Link& link, std::uint64_t count) 
   for (std::uint64_t i = 0; i < count; ++i) {
     const std::uint64_t t0 = now_ns();
     raw::OpSlot& slot = slots[posted % slots.size()];
-    while (!s.raw.write(s.imm_buf.data, 0, s.raw_imm.desc, kPing, peer.raw_addr,
+    while (!s.raw->write(s.imm_buf.data, 0, s.raw_imm.desc, kPing, peer.raw_addr,
                         peer.raw_imm.addr, peer.raw_imm.key, &slot.ctx)) {
-      poller.drain(s.raw, kPong, pongs, done);
+      poller.drain(*s.raw, kPong, pongs, done);
     }
     ++posted;
-    while (pongs <= i) poller.drain(s.raw, kPong, pongs, done);
+    while (pongs <= i) poller.drain(*s.raw, kPong, pongs, done);
     lat.push_back(now_ns() - t0);
   }
   const std::uint64_t elapsed = now_ns() - start;
-  while (completed < posted) poller.drain(s.raw, kPong, pongs, done);
+  while (completed < posted) poller.drain(*s.raw, kPong, pongs, done);
   link.expect("done", 30s);
   return summarize(lat, 0, elapsed);
 }

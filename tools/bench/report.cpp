@@ -90,7 +90,7 @@ void write_json(const Options& opt, const SweepResult& r, const std::string& pat
     results.push_back({{"op", row.op},
                        {"provider", opt.provider},
                        {"libfabric_provider", r.provider},
-                       {"backend", "libfabric"},
+                       {"backend", opt.backend},
                        {"size", row.size},
                        {"count", row.count},
                        {"iterations", row.iterations},

@@ -93,16 +93,16 @@ ScatterFigures raw_scatter(Side& s, const std::vector<Peer>& peers,
         raw::OpSlot* slot = free_slots.back();
         free_slots.pop_back();
         slot->tag = static_cast<std::uint32_t>(next);
-        while (!s.raw.write(s.buf.data + i * r.slice, r.slice, s.raw_buf.desc, kDataImm,
+        while (!s.raw->write(s.buf.data + i * r.slice, r.slice, s.raw_buf.desc, kDataImm,
                             peers[i].raw_addr, peers[i].raw_buf.addr, peers[i].raw_buf.key,
                             &slot->ctx)) {
-          poller.drain(s.raw, kDataImm, stray, done);
+          poller.drain(*s.raw, kDataImm, stray, done);
         }
       }
       post.push_back(now_ns() - t0);
       ++next;
     }
-    poller.drain(s.raw, kDataImm, stray, done);
+    poller.drain(*s.raw, kDataImm, stray, done);
   }
   finish_round(links);
   ScatterFigures out;

@@ -37,6 +37,7 @@ fabric::EngineConfig engine_config(const SideConfig& cfg) {
   c.provider = cfg.provider;
   c.bind_address = "127.0.0.1";
   c.busy_poll = cfg.busy_poll;
+  if (cfg.verbs) c.backend = fabric::Backend::verbs;
   return c;
 }
 
@@ -77,15 +78,19 @@ PageBuffer::~PageBuffer() { std::free(data); }
 Side::Side(const SideConfig& cfg)
     : buf(cfg.buffer_bytes),
       imm_buf(4096),
-      engine(must(fabric::TransferEngine::create(engine_config(cfg)), "creating the engine")),
-      raw(libfabric_provider(cfg.provider), engine_uses_delivery_complete(cfg.provider)) {
+      engine(must(fabric::TransferEngine::create(engine_config(cfg)), "creating the engine")) {
+  if (!cfg.verbs) {
+    raw.emplace(libfabric_provider(cfg.provider), engine_uses_delivery_complete(cfg.provider));
+  }
   eng_buf = must(engine->reg_mr(buf.data, buf.size), "engine reg_mr(buffer)");
   eng_imm = must(engine->reg_mr(imm_buf.data, imm_buf.size), "engine reg_mr(imm)");
   data_counter = must(engine->imm_counter(kDataImm), "imm_counter");
   ping_counter = must(engine->imm_counter(kPing), "imm_counter");
   pong_counter = must(engine->imm_counter(kPong), "imm_counter");
-  raw_buf = raw.register_region(buf.data, buf.size);
-  raw_imm = raw.register_region(imm_buf.data, imm_buf.size);
+  if (raw) {
+    raw_buf = raw->register_region(buf.data, buf.size);
+    raw_imm = raw->register_region(imm_buf.data, imm_buf.size);
+  }
   if (cfg.pin_cpu >= 0) {
     const fabric::Status st = fabric::pin_current_thread(fabric::CpuSet::from({cfg.pin_cpu}));
     if (!st.ok()) throw std::runtime_error("pinning the bench thread: " + st.to_string());
@@ -100,7 +105,7 @@ Side::~Side() {
 
 std::string Side::hello() const {
   return fmt::format("hello {} {} {} {} {} {} {}", eng_buf.desc.to_string(),
-                     eng_imm.desc.to_string(), hex(raw.name()), raw_buf.remote.addr,
+                     eng_imm.desc.to_string(), raw ? hex(raw->name()) : "-", raw_buf.remote.addr,
                      raw_buf.remote.key, raw_imm.remote.addr, raw_imm.remote.key);
 }
 
@@ -113,7 +118,7 @@ Peer Peer::parse(const std::string& line) {
   if (!in || word != "hello") throw std::runtime_error("malformed hello: " + line);
   p.eng_buf = must(fabric::MrDesc::parse(buf_desc), "parsing the peer's MrDesc");
   p.eng_imm = must(fabric::MrDesc::parse(imm_desc), "parsing the peer's MrDesc");
-  p.raw_name = unhex(name);
+  if (name != "-") p.raw_name = unhex(name);
   return p;
 }
 

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@ inline constexpr std::uint32_t kPong = 9;
 
 struct SideConfig {
   std::string provider = "shm";  // the engine's name for it ("shm", "tcp", ...)
+  bool verbs = false;            // engine on the verbs backend, no raw loop
   std::size_t buffer_bytes = 64u << 20;
   bool busy_poll = false;
   // >= 0: once the engine's threads exist, pin this (the calling) thread
@@ -53,7 +55,7 @@ struct Side {
   std::unique_ptr<fabric::TransferEngine> engine;
   fabric::Registered eng_buf, eng_imm;
   std::shared_ptr<fabric::ImmCounter> data_counter, ping_counter, pong_counter;
-  raw::Endpoint raw;
+  std::optional<raw::Endpoint> raw;  // libfabric backend only
   raw::Region raw_buf, raw_imm;
 
   // One line that tells the peer how to reach both halves of this side.

@@ -34,7 +34,7 @@ void raw_count(Side& s, std::uint32_t imm, std::uint64_t want, std::uint64_t& tx
   std::uint32_t spins = 0;
   // At least one poll even for want == 0: that is how pong completions drain.
   do {
-    const std::size_t n = s.raw.poll(ev.data(), ev.size());
+    const std::size_t n = s.raw->poll(ev.data(), ev.size());
     for (std::size_t i = 0; i < n; ++i) {
       if ((ev[i].flags & FI_REMOTE_CQ_DATA) != 0 && (ev[i].flags & FI_WRITE) == 0) {
         if (ev[i].data == imm) ++got;
@@ -56,7 +56,7 @@ void raw_pong(Side& s, const Peer& peer, std::uint64_t rounds) {
   for (std::uint64_t i = 0; i < rounds; ++i) {
     raw_count(s, kPing, 1, tx_done);
     raw::OpSlot& slot = slots[posted % slots.size()];
-    while (!s.raw.write(s.imm_buf.data, 0, s.raw_imm.desc, kPong, peer.raw_addr,
+    while (!s.raw->write(s.imm_buf.data, 0, s.raw_imm.desc, kPong, peer.raw_addr,
                         peer.raw_imm.addr, peer.raw_imm.key, &slot.ctx)) {
       raw_count(s, kPing, 0, tx_done);
     }
@@ -91,7 +91,7 @@ int run_target(const SideConfig& cfg, Link& link) {
   Side s(cfg);
   link.send(s.hello());
   Peer peer = Peer::parse(link.recv(60s));
-  peer.raw_addr = s.raw.insert_peer(peer.raw_name);
+  if (s.raw) peer.raw_addr = s.raw->insert_peer(peer.raw_name);
   Receiver recv;
   must(s.engine->submit_recvs(s.engine->config().max_message_size, 64,
                               [&recv](std::span<const std::byte> m) { recv.on_message(m); }),

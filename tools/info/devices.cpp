@@ -51,7 +51,15 @@ VerbsScan scan_verbs() {
     scan.devices.push_back({name ? name : "?", be64toh(get_guid(list[i]))});
   }
   free_list(list);
-  if (scan.devices.empty()) scan.note = "no verbs devices";
+  if (scan.devices.empty()) {
+    scan.note = "no verbs devices";
+    return scan;
+  }
+  if (auto ports = fabric::list_verbs_ports(); ports) {
+    scan.ports = std::move(ports).value();
+  } else {
+    scan.note = ports.status().to_string();
+  }
   return scan;
 }
 

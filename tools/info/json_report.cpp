@@ -94,7 +94,15 @@ json to_json(const Report& r) {
   for (const auto& d : r.verbs.devices) {
     devices.push_back({{"name", d.name}, {"node_guid", fmt::format("{:016x}", d.node_guid)}});
   }
-  doc["verbs"] = {{"library", r.verbs.library}, {"devices", devices}, {"note", r.verbs.note}};
+  json ports = json::array();
+  for (const auto& p : r.verbs.ports) {
+    ports.push_back({{"device", p.device}, {"port", p.port}, {"active", p.active},
+                     {"link_layer", p.link_layer}, {"active_mtu", p.active_mtu},
+                     {"link_gbps", p.link_gbps}, {"gid_index", p.gid_index}, {"gid", p.gid},
+                     {"gid_type", p.gid_type}});
+  }
+  doc["verbs"] = {{"library", r.verbs.library}, {"devices", devices}, {"ports", ports},
+                  {"note", r.verbs.note}};
   doc["cuda"] = {{"driver", r.cuda.present ? "present" : "absent"}, {"note", r.cuda.note}};
   return doc;
 }

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <fabric/backends.hpp>
+
 namespace info {
 
 struct ProviderEntry {
@@ -37,6 +39,8 @@ struct VerbsScan {
   bool library = false;  // libibverbs.so.1 could be loaded
   std::string note;      // why there is no list, when there is none
   std::vector<VerbsDevice> devices;
+  // Each port as the verbs backend sees it, with the GID it would pick.
+  std::vector<fabric::VerbsPortInfo> ports;
 };
 
 VerbsScan scan_verbs();

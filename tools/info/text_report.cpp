@@ -91,6 +91,12 @@ void print_text(const Report& r) {
     for (const auto& d : r.verbs.devices) {
       fmt::print("  {:<16} node GUID {:016x}\n", d.name, d.node_guid);
     }
+    for (const auto& p : r.verbs.ports) {
+      fmt::print("  {}:{} {} {} MTU {} {:.1f} Gbit/s  GID[{}] {} ({}){}\n", p.device, p.port,
+                 p.active ? "ACTIVE" : "down", p.link_layer, p.active_mtu, p.link_gbps,
+                 p.gid_index, p.gid, p.gid_type,
+                 p.active && p.gid_index >= 0 ? "  <- usable by the verbs backend" : "");
+    }
   }
   fmt::print("CUDA       {} ({})\n", r.cuda.present ? "present" : "absent", r.cuda.note);
 }
