@@ -22,9 +22,11 @@ struct Registration {
   const void* engine = nullptr;
   // Cleared by dereg_mr and stop(); submissions check it, the worker re-checks it.
   std::atomic<bool> alive{true};
-  // One per Domain, in Domain order. Only the worker touches these after
-  // registration (it closes them on dereg/stop).
-  std::vector<std::unique_ptr<domain::MemoryRegion>> regions;
+  // One per Domain, in Domain order, covering at least [ptr, ptr+length):
+  // GPU registrations of one allocation share the regions of the whole
+  // allocation. Only the worker touches these after registration (it drops
+  // them on dereg/stop; the last holder releases the provider registration).
+  std::vector<std::shared_ptr<domain::MemoryRegion>> regions;
   // Transfers using this registration as a source; worker-owned.
   std::uint32_t in_flight = 0;
 };

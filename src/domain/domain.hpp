@@ -30,6 +30,19 @@ class MemoryRegion {
   [[nodiscard]] virtual RemoteKey remote_key() const noexcept = 0;
 };
 
+// What a backend registers. Device memory arrives as its whole allocation
+// (reg_mr of many tensors in one allocation costs one registration), with a
+// dma-buf of it when the CUDA driver exported one.
+struct MemorySpan {
+  void* ptr = nullptr;
+  std::size_t length = 0;
+  Device device = Device::host();
+  int dmabuf_fd = -1;  // borrowed; valid during register_memory only
+  std::uint64_t dmabuf_offset = 0;
+
+  static MemorySpan host(void* ptr, std::size_t length) { return {ptr, length}; }
+};
+
 struct Limits {
   std::uint32_t tx_depth = 0;   // posted sends/writes outstanding at most
   std::uint32_t rx_depth = 0;   // posted receives at most
@@ -71,8 +84,7 @@ class Domain {
   [[nodiscard]] virtual std::span<const std::byte> address() const noexcept = 0;
   [[nodiscard]] virtual const Limits& limits() const noexcept = 0;
 
-  virtual Result<std::unique_ptr<MemoryRegion>> register_memory(void* ptr, std::size_t length,
-                                                                Device device,
+  virtual Result<std::unique_ptr<MemoryRegion>> register_memory(const MemorySpan& span,
                                                                 Access access) = 0;
   // Resolves (and caches) a peer's Domain address.
   virtual Result<PeerHandle> resolve_peer(std::span<const std::byte> address) = 0;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "cuda/driver.hpp"
 #include "libfabric/fi_domain.hpp"
 #include "verbs/verbs_domain.hpp"
 
@@ -24,8 +25,10 @@ Result<OpenedDomains> open_domains(const EngineConfig& config) {
     out.provider = out.domains.front()->limits().provider;
     return out;
   }
-  const ofi::ProviderQuery query{config.provider, config.bind_address,
-                                 config.delivery_complete};
+  // Only where a CUDA driver and device exist: elsewhere FI_HMEM buys nothing.
+  const bool gpu_host = cuda::driver().ok();
+  const ofi::ProviderQuery query{config.provider, config.bind_address, config.delivery_complete,
+                                 gpu_host};
   for (std::uint32_t i = 0; i < config.domains_per_group; ++i) {
     auto d = ofi::FiDomain::open(query);
     if (!d) return d.status();

@@ -7,7 +7,7 @@ Result<SendStaging> SendStaging::create(domain::Domain& domain, std::size_t slot
   SendStaging s;
   s.slot_size_ = slot_size;
   s.memory_ = std::make_unique<std::byte[]>(slot_size * slots);
-  auto region = domain.register_memory(s.memory_.get(), slot_size * slots, Device::host(),
+  auto region = domain.register_memory(domain::MemorySpan::host(s.memory_.get(), slot_size * slots),
                                        static_cast<Access>(0));
   if (!region) return region.status();
   s.region_ = std::move(region).value();

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/log.hpp"
+#include "engine/device_allocation.hpp"
 
 namespace fabric::engine {
 
@@ -40,7 +41,8 @@ Status Worker::prepare() {
   scratch_ = std::make_unique<std::byte[]>(kScratchBytes);
   for (auto& d : domains_) {
     auto region =
-        d->register_memory(scratch_.get(), kScratchBytes, Device::host(), static_cast<Access>(0));
+        d->register_memory(domain::MemorySpan::host(scratch_.get(), kScratchBytes),
+                            static_cast<Access>(0));
     if (!region) return region.status();
     scratch_regions_.push_back(std::move(region).value());
   }
@@ -497,8 +499,8 @@ Status Worker::add_recv_pool(std::size_t buffer_size, std::uint32_t count, RecvC
   pool->buffer_size = buffer_size;
   pool->on_recv = std::move(on_recv);
   pool->memory = std::make_unique<std::byte[]>(buffer_size * count);
-  auto region = domains_.front()->register_memory(pool->memory.get(), buffer_size * count,
-                                                  Device::host(), static_cast<Access>(0));
+  auto region = domains_.front()->register_memory(
+      domain::MemorySpan::host(pool->memory.get(), buffer_size * count), static_cast<Access>(0));
   if (!region) return region.status();
   pool->region = std::move(region).value();
   pool->slots.resize(count);
@@ -562,16 +564,62 @@ Result<Registered> Worker::register_memory(void* ptr, std::size_t length, Device
   reg->access = access;
   reg->engine = engine;
   std::vector<RemoteKey> keys;
-  for (auto& d : domains_) {
-    auto region = d->register_memory(ptr, length, device, access);
-    if (!region) return region.status();
-    keys.push_back(region.value()->remote_key());
-    reg->regions.push_back(std::move(region).value());
+  if (device.is_host()) {
+    for (auto& d : domains_) {
+      auto region = d->register_memory(domain::MemorySpan::host(ptr, length), access);
+      if (!region) return region.status();
+      keys.push_back(region.value()->remote_key());
+      reg->regions.push_back(std::move(region).value());
+    }
+  } else {
+    auto found = device_regions(ptr, length, device, access);
+    if (!found) return found.status();
+    auto& [regions, offset] = *found;
+    for (const auto& region : regions) {
+      // Remote addresses are relative to the key's base: move it to ptr.
+      RemoteKey key = region->remote_key();
+      key.addr_base += offset;
+      keys.push_back(key);
+    }
+    reg->regions = std::move(regions);
   }
   auto desc = MrDesc::make(self, reinterpret_cast<std::uint64_t>(ptr), length, std::move(keys));
   if (!desc) return desc.status();
   registrations_.push_back(reg);
   return Registered{MrHandle(reg), std::move(desc).value()};
+}
+
+Result<std::pair<std::vector<std::shared_ptr<domain::MemoryRegion>>, std::uint64_t>>
+Worker::device_regions(void* ptr, std::size_t length, Device device, Access access) {
+  auto alloc = find_device_allocation(ptr, length, device);
+  if (!alloc) return alloc.status();
+  const std::uint64_t offset = reinterpret_cast<std::uintptr_t>(ptr) - alloc->base;
+  const auto key = std::make_tuple(device.index, alloc->base, alloc->size,
+                                   static_cast<std::uint32_t>(access));
+  std::vector<std::shared_ptr<domain::MemoryRegion>> regions;
+  if (auto it = device_regions_.find(key); it != device_regions_.end()) {
+    for (const auto& weak : it->second) {
+      if (auto region = weak.lock()) regions.push_back(std::move(region));
+    }
+    if (regions.size() == domains_.size()) return std::make_pair(std::move(regions), offset);
+    regions.clear();
+  }
+  const domain::MemorySpan span{reinterpret_cast<void*>(alloc->base), alloc->size, device,
+                                alloc->dmabuf.get(), 0};
+  std::vector<std::weak_ptr<domain::MemoryRegion>> cached;
+  for (auto& d : domains_) {
+    auto region = d->register_memory(span, access);
+    if (!region) return region.status();
+    regions.push_back(std::move(region).value());
+    cached.push_back(regions.back());
+  }
+  std::erase_if(device_regions_, [](const auto& entry) {
+    return entry.second.empty() || entry.second.front().expired();
+  });
+  device_regions_[key] = std::move(cached);
+  log::debug("registered the {} allocation [{:#x}, +{}) on {} Domain(s)", device.to_string(),
+             alloc->base, alloc->size, domains_.size());
+  return std::make_pair(std::move(regions), offset);
 }
 
 void Worker::deregister(std::shared_ptr<detail::Registration> reg, std::promise<Status> done) {

@@ -15,6 +15,8 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <map>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -89,6 +91,10 @@ class Worker {
   void release_registration_use(detail::Registration& reg);
   void close_registration(detail::Registration& reg);
   void shutdown_sequence();
+  // The Domains' regions for device memory at ptr, registering its whole
+  // allocation unless it already is; with the offset of ptr in them.
+  Result<std::pair<std::vector<std::shared_ptr<domain::MemoryRegion>>, std::uint64_t>>
+  device_regions(void* ptr, std::size_t length, Device device, Access access);
   void idle_wait(std::chrono::steady_clock::time_point last_busy);
   void wake();
 
@@ -123,6 +129,11 @@ class Worker {
       deferred_deregs_;
   bool draining_ = false;
   std::unordered_map<std::uint64_t, std::vector<domain::PeerHandle>> peer_groups_;
+  // GPU allocations registered so far, by (device, base, size, access): later
+  // tensors of the same allocation reuse these regions while any is alive.
+  std::map<std::tuple<int, std::uintptr_t, std::size_t, std::uint32_t>,
+           std::vector<std::weak_ptr<domain::MemoryRegion>>>
+      device_regions_;
   std::uint64_t next_group_id_ = 1;
 };
 

@@ -131,14 +131,15 @@ Status FiDomain::init(const ProviderQuery& query) {
   return Status::success();
 }
 
-Result<std::unique_ptr<domain::MemoryRegion>> FiDomain::register_memory(void* ptr,
-                                                                        std::size_t length,
-                                                                        Device device,
-                                                                        Access access) {
-  if (!device.is_host()) {
+Result<std::unique_ptr<domain::MemoryRegion>> FiDomain::register_memory(
+    const domain::MemorySpan& span, Access access) {
+  void* ptr = span.ptr;
+  const std::size_t length = span.length;
+  if (!span.device.is_host() && (info_->caps & FI_HMEM) == 0) {
     return Status(Errc::unsupported,
-                  fmt::format("libfabric backend: {} memory is not supported yet",
-                              device.to_string()));
+                  fmt::format("provider {} was opened without FI_HMEM: it cannot register {} "
+                              "memory (a CUDA-enabled libfabric and provider, e.g. efa, can)",
+                              limits_.provider, span.device.to_string()));
   }
   std::uint64_t flags_access = FI_WRITE | FI_SEND | FI_RECV;
   if (has_access(access, Access::remote_write)) flags_access |= FI_REMOTE_WRITE;
@@ -147,9 +148,30 @@ Result<std::unique_ptr<domain::MemoryRegion>> FiDomain::register_memory(void* pt
       (mr_mode_ & FI_MR_PROV_KEY) != 0 ? 0 : next_requested_key_++;
 
   Fid<fid_mr> mr;
-  if (int rc = fi_mr_reg(domain_.get(), ptr, length, flags_access, 0, requested_key, 0, mr.out(),
-                         nullptr)) {
-    return provider_error(fmt::format("fi_mr_reg({} bytes)", length), rc);
+  if (span.device.is_host()) {
+    if (int rc = fi_mr_reg(domain_.get(), ptr, length, flags_access, 0, requested_key, 0,
+                           mr.out(), nullptr)) {
+      return provider_error(fmt::format("fi_mr_reg({} bytes)", length), rc);
+    }
+  } else {
+    // libfabric 1.17 has no dma-buf field in fi_mr_attr: the provider imports
+    // the CUDA range itself (EFA: through dma-buf or peer memory).
+    iovec iov{ptr, length};
+    fi_mr_attr attr{};
+    attr.mr_iov = &iov;
+    attr.iov_count = 1;
+    attr.access = flags_access;
+    attr.requested_key = requested_key;
+    attr.iface = FI_HMEM_CUDA;
+    attr.device.cuda = span.device.index;
+    if (int rc = fi_mr_regattr(domain_.get(), &attr, 0, mr.out())) {
+      return provider_error(
+          fmt::format("fi_mr_regattr({} bytes of {} memory, FI_HMEM_CUDA)", length,
+                      span.device.to_string()),
+          rc);
+    }
+    log::info("registered {} bytes of {} memory on {} with FI_HMEM_CUDA", length,
+              span.device.to_string(), limits_.provider);
   }
   if ((mr_mode_ & FI_MR_ENDPOINT) != 0) {
     if (int rc = fi_mr_bind(mr.get(), &ep_->fid, 0)) return provider_error("fi_mr_bind", rc);

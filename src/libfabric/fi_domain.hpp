@@ -24,8 +24,7 @@ class FiDomain final : public domain::Domain {
   [[nodiscard]] std::span<const std::byte> address() const noexcept override { return address_; }
   [[nodiscard]] const domain::Limits& limits() const noexcept override { return limits_; }
 
-  Result<std::unique_ptr<domain::MemoryRegion>> register_memory(void* ptr, std::size_t length,
-                                                                Device device,
+  Result<std::unique_ptr<domain::MemoryRegion>> register_memory(const domain::MemorySpan& span,
                                                                 Access access) override;
   Result<domain::PeerHandle> resolve_peer(std::span<const std::byte> address) override;
   Status post_write(const domain::WriteDesc& write) override;

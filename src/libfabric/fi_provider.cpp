@@ -29,15 +29,18 @@ char* dup(std::string_view s) {
   return p;
 }
 
-InfoPtr make_hints(const std::string& prov, bool delivery_complete) {
+InfoPtr make_hints(const std::string& prov, bool delivery_complete, bool hmem) {
   InfoPtr hints(fi_allocinfo());
   hints->caps = FI_MSG | FI_RMA | FI_SEND | FI_RECV | FI_WRITE | FI_REMOTE_WRITE;
+  if (hmem) hints->caps |= FI_HMEM;
   // The engine gives every operation its own context, so providers that need
   // FI_CONTEXT/FI_CONTEXT2 are welcome.
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
   hints->ep_attr->type = FI_EP_RDM;
   hints->domain_attr->mr_mode =
       FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+  // Device buffers are always registered and passed with their descriptor.
+  if (hmem) hints->domain_attr->mr_mode |= FI_MR_HMEM;
   hints->domain_attr->threading = FI_THREAD_DOMAIN;
   // Nothing here relies on ordering; unordered providers (EFA SRD) stay eligible.
   hints->tx_attr->msg_order = 0;
@@ -73,8 +76,9 @@ void drop_foreign_signal_handlers() {
   }
 }
 
-Result<InfoPtr> getinfo(const std::string& prov, const char* node, bool delivery_complete) {
-  InfoPtr hints = make_hints(prov, delivery_complete);
+Result<InfoPtr> getinfo(const std::string& prov, const char* node, bool delivery_complete,
+                        bool hmem = false) {
+  InfoPtr hints = make_hints(prov, delivery_complete, hmem);
   fi_info* found = nullptr;
   const std::uint64_t flags = node != nullptr ? FI_SOURCE : 0;
   // Before the first call, so that providers chaining to the previous
@@ -148,6 +152,13 @@ Result<InfoPtr> find_provider(const ProviderQuery& query) {
                                             : nullptr;
   const bool delivery_complete =
       query.delivery_complete.value_or(prov_defaults_to_delivery_complete(prov));
+  if (query.want_hmem) {
+    // GPU memory needs FI_HMEM; a provider without it still serves host memory.
+    auto with_hmem = getinfo(prov, node, delivery_complete, true);
+    if (with_hmem) return with_hmem;
+    log::info("provider {} offers no FI_HMEM: GPU memory cannot be registered ({})", prov,
+              with_hmem.status().message());
+  }
   return getinfo(prov, node, delivery_complete);
 }
 

@@ -23,6 +23,8 @@ struct ProviderQuery {
   std::string bind_address;  // for IP providers
   // Writes complete once delivered at the target; unset: per-provider default.
   std::optional<bool> delivery_complete;
+  // Ask for FI_HMEM (GPU memory registration) first, falling back without it.
+  bool want_hmem = false;
 };
 
 bool prov_defaults_to_delivery_complete(std::string_view provider_string);

@@ -146,20 +146,41 @@ std::string VerbsDomain::peer_name(const Peer& peer) const {
 
 // ------------------------------------------------------------ registration
 
-Result<std::unique_ptr<domain::MemoryRegion>> VerbsDomain::register_memory(void* ptr,
-                                                                           std::size_t length,
-                                                                           Device device,
-                                                                           Access access) {
-  if (!device.is_host()) {
-    return Status(Errc::unsupported, fmt::format("verbs backend: {} memory is not supported yet",
-                                                 device.to_string()));
-  }
+Result<std::unique_ptr<domain::MemoryRegion>> VerbsDomain::register_memory(
+    const domain::MemorySpan& span, Access access) {
+  void* ptr = span.ptr;
+  const std::size_t length = span.length;
   int flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_RELAXED_ORDERING;
   if (has_access(access, Access::remote_write)) flags |= IBV_ACCESS_REMOTE_WRITE;
   if (has_access(access, Access::remote_read)) flags |= IBV_ACCESS_REMOTE_READ;
-  // ibv_reg_mr drops RELAXED_ORDERING where the device lacks it (optional flag).
+  if (span.dmabuf_fd >= 0) {
+    // GPU memory the NIC imports as a dma-buf; iova = the virtual address, so
+    // remote addresses work the same as for host memory.
+    MrPtr mr(ibv_reg_dmabuf_mr(pd_.get(), span.dmabuf_offset, length,
+                               reinterpret_cast<std::uintptr_t>(ptr), span.dmabuf_fd, flags));
+    if (mr) {
+      log::info("verbs: registered {} bytes of {} memory via dma-buf", length,
+                span.device.to_string());
+      return std::unique_ptr<domain::MemoryRegion>(new VerbsMemoryRegion(std::move(mr)));
+    }
+    log::info("verbs: ibv_reg_dmabuf_mr failed ({}); trying nvidia-peermem (ibv_reg_mr)",
+              std::strerror(errno));
+  }
+  // ibv_reg_mr drops RELAXED_ORDERING where the device lacks it (optional
+  // flag). For GPU memory it works only with nvidia-peermem loaded.
   MrPtr mr(ibv_reg_mr(pd_.get(), ptr, length, flags));
-  if (!mr) return verbs_error(fmt::format("ibv_reg_mr({} bytes)", length), errno);
+  if (!mr) {
+    return verbs_error(fmt::format("ibv_reg_mr({} bytes of {} memory{})", length,
+                                   span.device.to_string(),
+                                   span.device.is_host() ? ""
+                                                         : "; GPU memory needs dma-buf support "
+                                                           "or the nvidia_peermem module"),
+                       errno);
+  }
+  if (!span.device.is_host()) {
+    log::info("verbs: registered {} bytes of {} memory via nvidia-peermem", length,
+              span.device.to_string());
+  }
   return std::unique_ptr<domain::MemoryRegion>(new VerbsMemoryRegion(std::move(mr)));
 }
 

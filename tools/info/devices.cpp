@@ -4,6 +4,8 @@
 #include <endian.h>
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -64,9 +66,17 @@ VerbsScan scan_verbs() {
 }
 
 CudaProbe probe_cuda() {
+  CudaProbe probe;
+  probe.peermem_module = ::access("/sys/module/nvidia_peermem", F_OK) == 0;
   DlHandle lib("libcuda.so.1");
-  if (lib.loaded()) return {true, "libcuda.so.1 loads"};
-  return {false, lib.error()};
+  if (!lib.loaded()) {
+    probe.note = lib.error();
+    return probe;
+  }
+  probe.present = true;
+  probe.note = "libcuda.so.1 loads";
+  probe.dmabuf_export = lib.symbol<int()>("cuMemGetHandleForAddressRange") != nullptr;
+  return probe;
 }
 
 }  // namespace info

@@ -66,7 +66,8 @@ json provider_json(const ProviderEntry& p) {
           {"domain", p.domain},
           {"fabric", p.fabric},
           {"cq_data_size", p.cq_data_size},
-          {"node", p.node ? json(*p.node) : json(nullptr)}};
+          {"node", p.node ? json(*p.node) : json(nullptr)},
+          {"hmem", p.hmem}};
 }
 
 }  // namespace
@@ -103,7 +104,10 @@ json to_json(const Report& r) {
   }
   doc["verbs"] = {{"library", r.verbs.library}, {"devices", devices}, {"ports", ports},
                   {"note", r.verbs.note}};
-  doc["cuda"] = {{"driver", r.cuda.present ? "present" : "absent"}, {"note", r.cuda.note}};
+  doc["cuda"] = {{"driver", r.cuda.present ? "present" : "absent"},
+                 {"note", r.cuda.note},
+                 {"dmabuf_export", r.cuda.dmabuf_export},
+                 {"nvidia_peermem", r.cuda.peermem_module}};
   return doc;
 }
 

@@ -18,6 +18,8 @@ struct ProviderEntry {
   std::string fabric;
   std::size_t cq_data_size = 0;
   std::optional<std::string> node;  // the address IP providers were asked about
+  // Also matches with FI_HMEM: reg_mr of GPU memory works (FI_HMEM_CUDA).
+  bool hmem = false;
 };
 
 struct ProviderScan {
@@ -48,6 +50,10 @@ VerbsScan scan_verbs();
 struct CudaProbe {
   bool present = false;  // libcuda.so.1 loads
   std::string note;
+  // How the verbs backend would register GPU memory: dma-buf when the driver
+  // exports one (cuMemGetHandleForAddressRange), else nvidia-peermem.
+  bool dmabuf_export = false;
+  bool peermem_module = false;  // /sys/module/nvidia_peermem
 };
 
 CudaProbe probe_cuda();

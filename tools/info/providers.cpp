@@ -46,8 +46,12 @@ InfoList engine_hints() {
   return hints;
 }
 
-InfoList query(const char* node) {
+InfoList query(const char* node, bool hmem = false) {
   InfoList hints = engine_hints();
+  if (hmem) {
+    hints->caps |= FI_HMEM;
+    hints->domain_attr->mr_mode |= FI_MR_HMEM;
+  }
   fi_info* found = nullptr;
   const int rc =
       fi_getinfo(kApiVersion, node, nullptr, node != nullptr ? FI_SOURCE : 0, hints.get(), &found);
@@ -81,6 +85,15 @@ ProviderScan scan_providers() {
   };
   collect(query(nullptr), /*socket_pass=*/false, nullptr);
   collect(query(kLoopback), /*socket_pass=*/true, kLoopback);
+  // What the engine asks for first on a GPU host (src/libfabric/fi_provider.cpp).
+  for (const char* node : {static_cast<const char*>(nullptr), kLoopback}) {
+    const InfoList list = query(node, /*hmem=*/true);
+    for (const fi_info* i = list.get(); i != nullptr; i = i->next) {
+      const std::string prov = i->fabric_attr->prov_name ? i->fabric_attr->prov_name : "";
+      const std::string dom = i->domain_attr->name ? i->domain_attr->name : "";
+      if (auto it = seen.find({prov, dom}); it != seen.end()) it->second.hmem = true;
+    }
+  }
 
   for (auto& [key, entry] : seen) {
     (entry.cq_data_size >= 4 ? scan.usable : scan.too_little_cq_data).push_back(std::move(entry));

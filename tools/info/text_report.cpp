@@ -76,7 +76,8 @@ void print_text(const Report& r) {
              r.providers.libfabric_version);
   if (r.providers.usable.empty()) fmt::print("  none\n");
   for (const auto& p : r.providers.usable) {
-    fmt::print("  {:<16} domain {:<16} cq_data {} B{}\n", p.provider, p.domain, p.cq_data_size,
+    fmt::print("  {:<16} domain {:<16} cq_data {} B  GPU memory {}{}\n", p.provider, p.domain,
+               p.cq_data_size, p.hmem ? "FI_HMEM" : "no",
                p.node ? " (asked on " + *p.node + ")" : "");
   }
   for (const auto& p : r.providers.too_little_cq_data) {
@@ -99,6 +100,10 @@ void print_text(const Report& r) {
     }
   }
   fmt::print("CUDA       {} ({})\n", r.cuda.present ? "present" : "absent", r.cuda.note);
+  fmt::print("GPU reg    libfabric: FI_HMEM_CUDA where a provider above says FI_HMEM; verbs: {}\n",
+             r.cuda.dmabuf_export  ? "dma-buf (ibv_reg_dmabuf_mr), nvidia-peermem as fallback"
+             : r.cuda.peermem_module ? "nvidia-peermem (ibv_reg_mr)"
+                                     : "none (no dma-buf export, no nvidia_peermem)");
 }
 
 }  // namespace info
