@@ -18,7 +18,13 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>
 nproc | tee -a "$log"
 
 step "dependencies"
-timeout 300 scripts/install-deps.sh >>"$log" 2>&1 && result[deps]=ok || result[deps]=FAILED
+# The lent machine may be offline: install only what is missing, and go on
+# with what is there when apt cannot reach a mirror (the build step tells).
+if pkg-config --exists libfabric hwloc libibverbs fmt spdlog 2>/dev/null && command -v cmake ninja >/dev/null; then
+  result[deps]="ok (present)"
+else
+  timeout 300 scripts/install-deps.sh >>"$log" 2>&1 && result[deps]=ok || result[deps]="FAILED (offline?)"
+fi
 
 step "configure + build (CUDA sm_90)"
 if timeout 300 cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -37,7 +43,7 @@ if timeout 180 build/gpu/tests/watcher/fabric_watcher_tests \
 else
   result[watcher_tests]=FAILED
 fi
-gpu_line=$(grep -E "GpuWatcher" "$out/watcher-tests.txt" | grep -E "OK|FAILED|SKIPPED" | tr '\n' ' ')
+gpu_line=$(grep -E "Gpu(Watcher|Registration|Flag)" "$out/watcher-tests.txt" | grep -E "OK|FAILED|SKIPPED" | tr '\n' ' ')
 timeout 120 build/gpu/tests/unit/fabric_unit_tests --gtest_filter='EngineWatcher*' \
   >>"$log" 2>&1 && result[engine_watcher]=ok || result[engine_watcher]=FAILED
 
@@ -57,5 +63,5 @@ done
 echo "GPU tests: ${gpu_line:-none reported}"
 echo "-- watcher latency (default poll)"; tail -n 6 "$out/watcher-latency.txt" 2>/dev/null
 echo "-- watcher latency (busy poll)"; tail -n 6 "$out/watcher-latency-busy.txt" 2>/dev/null
-for k in "${!result[@]}"; do [ "${result[$k]}" = ok ] || exit 1; done
+for k in "${!result[@]}"; do [[ "${result[$k]}" == ok* ]] || exit 1; done
 exit 0

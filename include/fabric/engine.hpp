@@ -13,6 +13,7 @@
 
 #include "fabric/completion.hpp"
 #include "fabric/device.hpp"
+#include "fabric/gpu_flag.hpp"
 #include "fabric/imm_counter.hpp"
 #include "fabric/memory.hpp"
 #include "fabric/net_addr.hpp"
@@ -114,6 +115,11 @@ class TransferEngine {
   // expectation (or counter) of the same imm. Expectations of one imm are
   // served in the order they were made.
   Status expect_imm_count(std::uint32_t imm, std::uint64_t count, ImmCallback on_reached);
+  // The same expectation, but reaching it stores `value` into a GPU word
+  // (GpuFlag, through GDRCopy) for a kernel waiting on it; the store runs on
+  // the callback thread. A failed store is logged.
+  Status expect_imm_count(std::uint32_t imm, std::uint64_t count, std::shared_ptr<GpuFlag> flag,
+                          std::uint64_t value);
   // A pollable counter for `imm`; all later arrivals (and the ones not yet
   // consumed by expectations) go to it. One counter per imm value.
   Result<std::shared_ptr<ImmCounter>> imm_counter(std::uint32_t imm);

@@ -5,6 +5,7 @@
 #include "fabric/completion.hpp"
 #include "fabric/device.hpp"
 #include "fabric/engine.hpp"
+#include "fabric/gpu_flag.hpp"
 #include "fabric/imm_counter.hpp"
 #include "fabric/memory.hpp"
 #include "fabric/net_addr.hpp"

@@ -320,6 +320,18 @@ Status TransferEngine::expect_imm_count(std::uint32_t imm, std::uint64_t count,
   return Status::success();
 }
 
+Status TransferEngine::expect_imm_count(std::uint32_t imm, std::uint64_t count,
+                                        std::shared_ptr<GpuFlag> flag, std::uint64_t value) {
+  if (!flag) return {Errc::invalid_argument, "expect_imm_count needs a GpuFlag"};
+  return expect_imm_count(imm, count, [flag = std::move(flag), value](std::uint32_t i,
+                                                                      std::uint64_t) {
+    if (Status st = flag->store(value); !st.ok()) {
+      log::error("imm {}: setting the GPU flag at {} failed: {}", i, flag->device_word(),
+                 st.to_string());
+    }
+  });
+}
+
 Result<std::shared_ptr<ImmCounter>> TransferEngine::imm_counter(std::uint32_t imm) {
   Impl::Entry entry(*impl_);
   if (!entry.open()) return Impl::shut();
