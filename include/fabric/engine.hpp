@@ -17,6 +17,7 @@
 #include "fabric/imm_counter.hpp"
 #include "fabric/memory.hpp"
 #include "fabric/net_addr.hpp"
+#include "fabric/post_timing.hpp"
 #include "fabric/requests.hpp"
 #include "fabric/status.hpp"
 #include "fabric/topology.hpp"
@@ -68,6 +69,11 @@ struct EngineConfig {
   std::optional<Pinning> pinning;
   // Verbs backend only.
   VerbsConfig verbs;
+  // Stamp every request on its way to the NIC (take_post_timings). Costs a
+  // few clock reads per request; for measurements, off by default. At most
+  // max_post_timings records are kept until taken.
+  bool record_post_timings = false;
+  std::uint32_t max_post_timings = 1u << 20;
 };
 
 // A received message; data points into an engine buffer that is re-posted
@@ -132,6 +138,10 @@ class TransferEngine {
   // first call. cuda_mapped memory needs a CUDA driver and device.
   Result<Watcher> alloc_uvm_watcher(WatchCallback callback,
                                     WatcherMemory memory = WatcherMemory::host);
+
+  // The records of requests fully posted since the last call (empty unless
+  // config().record_post_timings), oldest first.
+  std::vector<PostTiming> take_post_timings();
 
   // Drains or fails all outstanding work, then joins every thread. Idempotent.
   void stop();

@@ -18,6 +18,9 @@ struct VerbsConfig {
   // first RoCE v2 GID, else index 0 (InfiniBand). Index 0 on a RoCE port is
   // the link-local RoCE v1 GID, which does not route.
   std::optional<std::uint32_t> gid_index;
+  // Cap on the path MTU in bytes (256, 512, 1024, 2048, 4096); unset: the
+  // port's active MTU. Both ends use the smaller of their two values.
+  std::optional<std::uint32_t> max_mtu;
   // Work requests each RC queue pair may have outstanding.
   std::uint32_t send_queue_depth = 512;
   // Receive work requests kept posted for WRITE_WITH_IMM arrivals (shared by

@@ -12,9 +12,17 @@
 #include "engine/write_plan.hpp"
 #include "fabric/completion.hpp"
 #include "fabric/net_addr.hpp"
+#include "fabric/post_timing.hpp"
 #include "fabric/requests.hpp"
 
 namespace fabric::engine {
+
+// steady_clock in nanoseconds, the unit of PostTiming.
+inline std::uint64_t now_ns() noexcept {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
 
 struct SinglePlan {
   std::uint64_t src_offset = 0;
@@ -63,6 +71,7 @@ struct Op {
   std::uint32_t done = 0;
   bool in_pending = false;
   bool delivered = false;  // on_done already ran (timed out); waiting for the provider
+  PostTiming timing;       // stamped only when record_post_timings is on
   std::chrono::steady_clock::time_point last_progress;
   Status error;
 

@@ -164,6 +164,7 @@ bool Worker::drain_submissions() {
   const std::size_t n = submissions_.try_dequeue_bulk(batch.begin(), batch.size());
   for (std::size_t i = 0; i < n; ++i) {
     Op* op = batch[i].release();
+    if (config_.record_post_timings) op->timing.picked_up = now_ns();
     live_.insert(op);
     start_op(op);
   }
@@ -428,8 +429,27 @@ Status Worker::post_one(Op* op) {
   if (st.ok()) {
     ++op->posted;
     ++tx_in_flight_[d];
+    if (config_.record_post_timings) {
+      const std::uint64_t t = now_ns();
+      if (op->posted == 1) op->timing.first_post = t;
+      if (op->fully_posted()) {
+        op->timing.last_post = t;
+        op->timing.posts = op->posted;
+        record_timing(op);
+      }
+    }
   }
   return st;
+}
+
+void Worker::record_timing(Op* op) {
+  std::lock_guard lock(timings_mutex_);
+  if (timings_.size() < config_.max_post_timings) timings_.push_back(op->timing);
+}
+
+std::vector<PostTiming> Worker::take_post_timings() {
+  std::lock_guard lock(timings_mutex_);
+  return std::exchange(timings_, {});
 }
 
 void Worker::on_tx_done(Op* op, std::size_t domain, Status status) {

@@ -68,6 +68,9 @@ class Worker {
   ImmTable& imms() noexcept { return imms_; }
   Result<std::uint64_t> add_peer_group(const std::vector<NetAddr>& peers);
 
+  // --- any thread ---
+  std::vector<PostTiming> take_post_timings();
+
  private:
   void run();
   bool drain_tasks();
@@ -128,6 +131,10 @@ class Worker {
   std::vector<std::pair<std::shared_ptr<detail::Registration>, std::promise<Status>>>
       deferred_deregs_;
   bool draining_ = false;
+  // record_post_timings: filled by the worker, taken by any thread.
+  void record_timing(Op* op);
+  std::mutex timings_mutex_;
+  std::vector<PostTiming> timings_;
   std::unordered_map<std::uint64_t, std::vector<domain::PeerHandle>> peer_groups_;
   // GPU allocations registered so far, by (device, base, size, access): later
   // tensors of the same allocation reuse these regions while any is alive.

@@ -85,6 +85,21 @@ Status VerbsDomain::init(const VerbsConfig& config, std::size_t domain_index) {
   auto port = open_port(config, domain_index);
   if (!port) return port.status();
   port_ = std::move(port).value();
+  if (config.max_mtu) {
+    ibv_mtu cap = IBV_MTU_256;
+    switch (*config.max_mtu) {
+      case 256: cap = IBV_MTU_256; break;
+      case 512: cap = IBV_MTU_512; break;
+      case 1024: cap = IBV_MTU_1024; break;
+      case 2048: cap = IBV_MTU_2048; break;
+      case 4096: cap = IBV_MTU_4096; break;
+      default:
+        return {Errc::invalid_argument,
+                fmt::format("verbs: max_mtu {} is not 256, 512, 1024, 2048 or 4096",
+                            *config.max_mtu)};
+    }
+    port_.mtu = std::min(port_.mtu, cap);
+  }
   local_ = {port_.port, port_.gid_index, port_.mtu};
   ibv_context* ctx = port_.context.get();
   const ibv_device_attr& dev = port_.device_attr;

@@ -27,6 +27,9 @@ int main(int argc, char** argv) {
   app.add_option("--pages", opt.pages, "pages per paged batch")->check(CLI::Range(1024u, 16384u));
   app.add_option("--reps", opt.reps, "measured rounds per size and mode, best kept (default 3, quick 1)");
   app.add_flag("--busy-poll", opt.busy_poll, "engine workers spin (EngineConfig::busy_poll)");
+  app.add_flag("--breakdown", opt.breakdown,
+               "stage-by-stage posting times of the engine's requests (call, queue, worker, "
+               "first and last post; a few clock reads per request)");
   bool no_pin = false;
   app.add_flag("--no-pin", no_pin,
                "leave every thread unpinned (default: the bench's main thread on CPU 0 and "

@@ -17,6 +17,9 @@ struct Options {
   std::uint32_t window = 64;  // outstanding writes (single) or batches (paged)
   std::uint32_t pages = 1024;
   bool busy_poll = false;
+  // Stamp the initiator's requests (EngineConfig::record_post_timings) and
+  // report where their time goes before the NIC sees them.
+  bool breakdown = false;
   std::uint32_t reps = 0;  // measured rounds per size and mode, best kept; 0: 3 (1 with --quick)
   // The bench's main thread on CPU 0, target i's on CPU (1 + i) mod N, after
   // the engines started (their worker and callback threads stay unpinned).

@@ -82,6 +82,25 @@ void print_table(const SweepResult& r) {
                row.count, row.engine_post_p50_ns, row.raw_post_p50_ns, row.count,
                row.engine_post_p99_ns, row.raw_post_p99_ns);
   }
+  bool header = false;
+  for (const Row& row : r.rows) {
+    if (!row.breakdown) continue;
+    if (!header) {
+      fmt::print("\nposting path, ns p50 / p99 / p99.9 (call → enqueued → worker picks up → "
+                 "first post → last post)\n");
+      fmt::print("{:<12} {:>9} {:>6} {:>8} {:>22} {:>22} {:>22} {:>22} {:>22}\n", "op", "size",
+                 "count", "samples", "call→enqueued", "queue", "worker→1st post",
+                 "1st→last post", "call→1st post");
+      header = true;
+    }
+    const Breakdown& b = *row.breakdown;
+    const auto cell = [](const StageFigures& f) {
+      return fmt::format("{:.0f}/{:.0f}/{:.0f}", f.p50_ns, f.p99_ns, f.p999_ns);
+    };
+    fmt::print("{:<12} {:>9} {:>6} {:>8} {:>22} {:>22} {:>22} {:>22} {:>22}\n", row.op, row.size,
+               row.count, b.samples, cell(b.call_to_enqueued), cell(b.enqueued_to_picked),
+               cell(b.picked_to_first), cell(b.first_to_last), cell(b.call_to_first));
+  }
 }
 
 void write_json(const Options& opt, const SweepResult& r, const std::string& path) {
@@ -107,6 +126,19 @@ void write_json(const Options& opt, const SweepResult& r, const std::string& pat
                        {"raw_p99_us", row.raw.p99_us},
                        {"raw_p999_us", row.raw.p999_us},
                        {"verified", row.verified}});
+    if (row.breakdown) {
+      const Breakdown& b = *row.breakdown;
+      const auto stage = [](const StageFigures& f) {
+        return nlohmann::json{{"p50_ns", f.p50_ns}, {"p90_ns", f.p90_ns}, {"p99_ns", f.p99_ns},
+                              {"p999_ns", f.p999_ns}};
+      };
+      results.back()["breakdown"] = {{"samples", b.samples},
+                                     {"call_to_enqueued", stage(b.call_to_enqueued)},
+                                     {"enqueued_to_picked_up", stage(b.enqueued_to_picked)},
+                                     {"picked_up_to_first_post", stage(b.picked_to_first)},
+                                     {"first_to_last_post", stage(b.first_to_last)},
+                                     {"call_to_first_post", stage(b.call_to_first)}};
+    }
     if (row.op == "scatter") {
       results.back()["peers"] = row.count;
       results.back()["engine_post_p50_ns"] = row.engine_post_p50_ns;

@@ -38,6 +38,7 @@ fabric::EngineConfig engine_config(const SideConfig& cfg) {
   c.bind_address = "127.0.0.1";
   c.busy_poll = cfg.busy_poll;
   if (cfg.verbs) c.backend = fabric::Backend::verbs;
+  c.record_post_timings = cfg.record_post_timings;
   return c;
 }
 

@@ -25,6 +25,7 @@ inline constexpr std::uint32_t kPong = 9;
 struct SideConfig {
   std::string provider = "shm";  // the engine's name for it ("shm", "tcp", ...)
   bool verbs = false;            // engine on the verbs backend, no raw loop
+  bool record_post_timings = false;
   std::size_t buffer_bytes = 64u << 20;
   bool busy_poll = false;
   // >= 0: once the engine's threads exist, pin this (the calling) thread

@@ -72,6 +72,7 @@ class Session {
     r.slice = 64u << 10;
     r.count = std::min<std::uint64_t>(iterations_for(r.slice * npeers, opt_.quick), 5000);
     Row row{"scatter", r.slice, npeers, r.count, {}, {}, s_.raw.has_value()};
+    std::vector<fabric::PostTiming> timings;
     for (std::uint32_t rep = 0; rep < reps(); ++rep) {
       for (const bool raw : {false, true}) {
         if (raw && !s_.raw) continue;
@@ -82,8 +83,10 @@ class Session {
           (void)(raw ? raw_scatter(s_, peers, links, warm)
                      : engine_scatter(s_, peers, links, group.value(), warm));
         }
+        if (!raw) (void)s_.engine->take_post_timings();
         const ScatterFigures f = raw ? raw_scatter(s_, peers, links, r)
                                      : engine_scatter(s_, peers, links, group.value(), r);
+        if (!raw && opt_.breakdown) append_timings(timings);
         if (f.f.gbps > (raw ? row.raw.gbps : row.engine.gbps)) {
           (raw ? row.raw : row.engine) = f.f;
           (raw ? row.raw_post_p50_ns : row.engine_post_p50_ns) = f.post_ns_p50;
@@ -100,6 +103,7 @@ class Session {
         }
       }
     }
+    if (opt_.breakdown) row.breakdown = summarize_breakdown(timings);
     return row;
   }
 
@@ -114,6 +118,7 @@ class Session {
       throw std::runtime_error("buffer too small for " + op);
     }
     Row row{op, size, paged ? r.pages : 1u, r.count, {}, {}, s_.raw.has_value()};
+    std::vector<fabric::PostTiming> timings;
     // Engine and raw alternate round by round, and the best round of each is
     // kept: on a shared box a round that lost the CPU to another process says
     // nothing about either code path, and alternating spreads such losses.
@@ -126,7 +131,9 @@ class Session {
           warm.count = std::max<std::uint64_t>(1, r.count / 8);
           (void)run(raw, warm);
         }
+        if (!raw) (void)s_.engine->take_post_timings();  // warm-up and raw rounds' leftovers
         const Figures f = run(raw, r);
+        if (!raw && opt_.breakdown) append_timings(timings);
         Figures& best = raw ? row.raw : row.engine;
         if (f.gbps > best.gbps) best = f;
         if (!verify(r)) {
@@ -135,6 +142,7 @@ class Session {
         }
       }
     }
+    if (opt_.breakdown) row.breakdown = summarize_breakdown(timings);
     return row;
   }
 
@@ -177,6 +185,11 @@ class Session {
   std::uint32_t reps() const { return opt_.reps != 0 ? opt_.reps : (opt_.quick ? 1 : 3); }
 
  private:
+  void append_timings(std::vector<fabric::PostTiming>& into) {
+    auto taken = s_.engine->take_post_timings();
+    into.insert(into.end(), taken.begin(), taken.end());
+  }
+
   Figures run(bool raw, const WriteRound& r) {
     return raw ? raw_writes(s_, peer_, link_, r) : engine_writes(s_, peer_, link_, r);
   }
@@ -233,6 +246,7 @@ SweepResult run_sweep(const Options& opt) {
         fork_child([target_cfg](Link& link) { return run_target(target_cfg, link); }));
   }
   if (opt.pin_processes) cfg.pin_cpu = 0;
+  cfg.record_post_timings = opt.breakdown;  // the initiator only: targets post nothing timed
   auto reap_all = [&](std::chrono::milliseconds limit) {
     bool ok = true;
     for (Child& c : children) ok = reap(c, limit) && ok;

@@ -2,9 +2,11 @@
 // Runs every requested op and size against one forked target, engine and raw
 // back to back for each size, and verifies the landed bytes after each.
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "breakdown.hpp"
 #include "options.hpp"
 #include "stats.hpp"
 
@@ -21,6 +23,8 @@ struct Row {
   // scatter only: ns to post one scatter (engine: the submit call).
   double engine_post_p50_ns = -1, engine_post_p99_ns = -1;
   double raw_post_p50_ns = -1, raw_post_p99_ns = -1;
+  // --breakdown: the engine's posting path over the row's measured rounds.
+  std::optional<Breakdown> breakdown = std::nullopt;
 };
 
 struct SweepResult {
