@@ -14,7 +14,12 @@
 int main(int argc, char** argv) {
   bench::Options opt;
   CLI::App app{"fabric-bench: engine vs raw libfabric, same run"};
-  app.add_flag("--local", opt.local, "spawn the target process here (the only mode so far)");
+  app.add_flag("--local", opt.local, "spawn the target process(es) here");
+  app.add_option("--listen", opt.listen,
+                 "server role: serve one client as its target, control channel on HOST:PORT "
+                 "(port 0 picks one; the line 'listening on HOST:PORT' says which)");
+  app.add_option("--connect", opt.connect,
+                 "client role: drive the server(s) at HOST:PORT (repeat for scatter peers)");
   app.add_option("--provider", opt.provider, "shm, tcp, sockets, ...");
   app.add_option("--backend", opt.backend,
                  "libfabric (engine and raw loop on --provider) or verbs (engine only; compare "
@@ -41,14 +46,17 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   opt.pin_processes = !no_pin;
 
-  if (!opt.local) {
-    fmt::print(stderr, "fabric-bench: only --local (both roles on this machine) is implemented\n");
+  const int roles = int{opt.local} + int{!opt.listen.empty()} + int{!opt.connect.empty()};
+  if (roles != 1) {
+    fmt::print(stderr, "fabric-bench: give exactly one of --local, --listen HOST:PORT, "
+                       "--connect HOST:PORT\n");
     return 2;
   }
   // Before any provider is touched: IP providers read these once.
   ::setenv("FI_TCP_IFACE", "lo", 1);
   ::setenv("FI_SOCKETS_IFACE", "lo", 1);
 
+  if (!opt.listen.empty()) return bench::serve(opt);
   try {
     const bench::SweepResult result = bench::run_sweep(opt);
     bench::print_table(result);

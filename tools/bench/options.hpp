@@ -8,6 +8,10 @@ namespace bench {
 
 struct Options {
   bool local = false;
+  // Two roles in separate processes: a server (the target) listening on
+  // host:port, and a client (the initiator) connecting to one or more.
+  std::string listen;
+  std::vector<std::string> connect;
   std::string provider = "shm";
   // "verbs": the engine on its verbs backend. Its raw counterpart is perftest's
   // ib_write_bw (tools/bench/verbs-vm.sh), so no raw libfabric loop runs.

@@ -26,3 +26,32 @@ for r in rows:
         assert r["engine_gbps"] > 0 and r["raw_gbps"] > 0, r
 print("fabric_bench_smoke: %d rows ok" % len(rows))
 PY
+
+# The two roles as separate processes: a server on a free loopback port, a
+# client that drives it. The server serves one client and exits 0.
+out=$(mktemp)
+"$bench" --listen 127.0.0.1:0 --provider shm >"$out" 2>&1 &
+server=$!
+port=""
+for _ in $(seq 1 300); do  # bounded: 30 s for the server to start listening
+  port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$out")
+  [ -n "$port" ] && break
+  kill -0 "$server" 2>/dev/null || break
+  sleep 0.1
+done
+if [ -z "$port" ]; then
+  cat "$out"
+  kill "$server" 2>/dev/null || true
+  echo "fabric_bench_smoke: the server never listened" >&2
+  exit 1
+fi
+"$bench" --connect "127.0.0.1:$port" --provider shm --quick --ops single_write,imm --json "$json.client"
+wait "$server"
+/usr/bin/python3 - "$json.client" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))["results"]
+assert {r["op"] for r in rows} == {"single_write", "imm"}, rows
+assert all(r["verified"] for r in rows), rows
+print("fabric_bench_smoke: server/client %d rows ok" % len(rows))
+PY
+rm -f "$out" "$json.client"

@@ -13,6 +13,7 @@
 #include "scatter.hpp"
 #include "side.hpp"
 #include "target.hpp"
+#include "tcp_link.hpp"
 
 namespace bench {
 
@@ -235,11 +236,18 @@ SweepResult run_sweep(const Options& opt) {
   cfg.buffer_bytes = std::max<std::size_t>(64u << 20, std::size_t{opt.pages} * (64u << 10));
 
   const bool scatter = std::find(opt.ops.begin(), opt.ops.end(), "scatter") != opt.ops.end();
-  const std::vector<std::size_t> peer_counts = {1, 2, 4};
   // Fork first: the targets must not inherit engine threads or provider state.
   std::vector<Child> children;
   const unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
-  for (std::size_t i = 0; i < (scatter ? peer_counts.back() : 1); ++i) {
+  for (const std::string& server : opt.connect) {
+    children.push_back(Child{-1, connect_link(server, 60s)});
+  }
+  const std::size_t forked = !opt.connect.empty() ? 0 : scatter ? 4 : 1;
+  std::vector<std::size_t> peer_counts;
+  for (std::size_t p : {1, 2, 4}) {
+    if (p <= std::max(forked, children.size())) peer_counts.push_back(p);
+  }
+  for (std::size_t i = 0; i < forked; ++i) {
     SideConfig target_cfg = cfg;
     if (opt.pin_processes) target_cfg.pin_cpu = static_cast<int>((1 + i) % ncpu);
     children.push_back(
@@ -299,6 +307,30 @@ SweepResult run_sweep(const Options& opt) {
   }
   if (!reap_all(30s)) throw std::runtime_error("a target process failed");
   return result;
+}
+
+int serve(const Options& opt) {
+  const auto colon = opt.listen.rfind(':');
+  if (colon == std::string::npos) {
+    fmt::print(stderr, "fabric-bench: --listen wants HOST:PORT, not '{}'\n", opt.listen);
+    return 2;
+  }
+  SideConfig cfg;
+  cfg.provider = opt.provider;
+  cfg.busy_poll = opt.busy_poll;
+  cfg.verbs = opt.backend == "verbs";
+  cfg.buffer_bytes = std::max<std::size_t>(64u << 20, std::size_t{opt.pages} * (64u << 10));
+  try {
+    Listener listener(opt.listen.substr(0, colon),
+                      static_cast<std::uint16_t>(std::stoul(opt.listen.substr(colon + 1))));
+    fmt::print("listening on {}:{}\n", opt.listen.substr(0, colon), listener.port());
+    std::fflush(stdout);
+    Link link = listener.accept(std::chrono::minutes(5));
+    return run_target(cfg, link);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "fabric-bench server: {}\n", e.what());
+    return 1;
+  }
 }
 
 }  // namespace bench

@@ -34,5 +34,7 @@ struct SweepResult {
 };
 
 SweepResult run_sweep(const Options& opt);
+// The server role: waits for one client on opt.listen, then is its target.
+int serve(const Options& opt);
 
 }  // namespace bench
