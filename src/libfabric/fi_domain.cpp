@@ -165,6 +165,13 @@ Result<std::unique_ptr<domain::MemoryRegion>> FiDomain::register_memory(
     attr.iface = FI_HMEM_CUDA;
     attr.device.cuda = span.device.index;
     if (int rc = fi_mr_regattr(domain_.get(), &attr, 0, mr.out())) {
+      if (rc == -FI_ENOSYS || rc == -FI_EOPNOTSUPP) {
+        // libfabric without CUDA support (or a provider without it) says so here.
+        return Status(Errc::unsupported,
+                      fmt::format("provider {} cannot register {} memory: {} (libfabric built "
+                                  "without CUDA support?)",
+                                  limits_.provider, span.device.to_string(), fi_strerror(-rc)));
+      }
       return provider_error(
           fmt::format("fi_mr_regattr({} bytes of {} memory, FI_HMEM_CUDA)", length,
                       span.device.to_string()),
