@@ -16,13 +16,24 @@ namespace {
 
 using namespace std::chrono_literals;
 
-void start_round(const std::vector<Link*>& links, const std::string& cmd) {
-  for (Link* l : links) l->send(cmd);
+// Each process expects the immediates of every slice it holds.
+void start_round(const std::vector<Link*>& links, const char* verb, std::size_t peers,
+                 std::uint64_t count) {
+  const std::size_t n = links.size();
+  for (std::size_t l = 0; l < n; ++l) {
+    const std::uint64_t slices = peers / n + (l < peers % n ? 1 : 0);
+    links[l]->send(fmt::format("{} {}", verb, count * slices));
+  }
   for (Link* l : links) l->expect("ready", 30s);
 }
 
 void finish_round(const std::vector<Link*>& links) {
   for (Link* l : links) l->expect("done", 120s);
+}
+
+std::uint64_t dst_offset(std::size_t peer, const std::vector<Link*>& links,
+                         const ScatterRound& r) {
+  return (peer / links.size()) * r.slice;
 }
 
 std::pair<double, double> post_percentiles(std::vector<std::uint64_t>& v) {
@@ -40,9 +51,9 @@ ScatterFigures engine_scatter(Side& s, const std::vector<Peer>& peers,
   sc.src = s.eng_buf.handle;
   sc.imm = kDataImm;
   for (std::size_t i = 0; i < peers.size(); ++i) {
-    sc.slices.push_back({peers[i].eng_buf, r.slice, i * r.slice, 0});
+    sc.slices.push_back({peers[i].eng_buf, r.slice, i * r.slice, dst_offset(i, links, r)});
   }
-  start_round(links, fmt::format("eng_wait {}", r.count));
+  start_round(links, "eng_wait", peers.size(), r.count);
   std::vector<std::uint64_t> post;
   post.reserve(r.count);
   const std::uint64_t start = now_ns();
@@ -81,7 +92,7 @@ ScatterFigures raw_scatter(Side& s, const std::vector<Peer>& peers,
     if (--b.left == 0) lat.push_back(now_ns() - b.t0);
     free_slots.push_back(slot);
   };
-  start_round(links, fmt::format("raw_wait {}", r.count));
+  start_round(links, "raw_wait", P, r.count);
   const std::uint64_t start = now_ns();
   while (lat.size() < r.count) {
     // A whole scatter is posted at once, like one submit_scatter call.
@@ -94,7 +105,8 @@ ScatterFigures raw_scatter(Side& s, const std::vector<Peer>& peers,
         free_slots.pop_back();
         slot->tag = static_cast<std::uint32_t>(next);
         while (!s.raw->write(s.buf.data + i * r.slice, r.slice, s.raw_buf.desc, kDataImm,
-                            peers[i].raw_addr, peers[i].raw_buf.addr, peers[i].raw_buf.key,
+                            peers[i].raw_addr, peers[i].raw_buf.addr + dst_offset(i, links, r),
+                            peers[i].raw_buf.key,
                             &slot->ctx)) {
           poller.drain(*s.raw, kDataImm, stray, done);
         }

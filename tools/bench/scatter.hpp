@@ -1,7 +1,9 @@
 #pragma once
-// Scatter to P peers, each peer its own target process: one slice of the
-// source per peer. Besides bandwidth it reports what posting costs per
-// scatter: the engine's submit_scatter call, and the raw loop's P posts.
+// Scatter to P peers: one slice of the source per peer. Peers are the target
+// processes behind `links`, round robin: peer i is process i mod n, and its
+// slice lands at offset (i / n) * slice there, so 64 peers need only a few
+// processes. Besides bandwidth it reports what posting costs per scatter:
+// the engine's submit_scatter call, and the raw loop's P posts.
 
 #include <cstdint>
 #include <vector>

@@ -63,8 +63,12 @@ class Session {
   }
 
   Row scatter(std::size_t npeers) {
-    const std::vector<Peer> peers(peers_.begin(), peers_.begin() + static_cast<std::ptrdiff_t>(npeers));
-    const std::vector<Link*> links(links_.begin(), links_.begin() + static_cast<std::ptrdiff_t>(npeers));
+    // Peer i is process i mod n (see scatter.hpp): past n processes, peers
+    // repeat with their slices at other offsets.
+    const std::size_t nproc = std::min(npeers, peers_.size());
+    std::vector<Peer> peers;
+    for (std::size_t i = 0; i < npeers; ++i) peers.push_back(peers_[i % nproc]);
+    const std::vector<Link*> links(links_.begin(), links_.begin() + static_cast<std::ptrdiff_t>(nproc));
     std::vector<fabric::NetAddr> addrs;
     for (const Peer& p : peers) addrs.push_back(p.eng_buf.owner());
     auto group = s_.engine->add_peer_group(addrs);
@@ -94,10 +98,11 @@ class Session {
           (raw ? row.raw_post_p99_ns : row.engine_post_p99_ns) = f.post_ns_p99;
         }
         for (std::size_t i = 0; i < npeers; ++i) {
-          links[i]->send(fmt::format("sum 0 {}", r.slice));
+          Link* link = links[i % nproc];
+          link->send(fmt::format("sum {} {}", (i / nproc) * r.slice, r.slice));
           const std::string want =
               fmt::format("sum {:x}", checksum(s_.buf.data + i * r.slice, r.slice));
-          if (links[i]->expect("sum", 60s) != want) {
+          if (link->expect("sum", 60s) != want) {
             throw std::runtime_error(fmt::format("scatter to {} peers ({}): peer {} bytes differ",
                                                  npeers, raw ? "raw" : "engine", i));
           }
@@ -243,10 +248,13 @@ SweepResult run_sweep(const Options& opt) {
     children.push_back(Child{-1, connect_link(server, 60s)});
   }
   const std::size_t forked = !opt.connect.empty() ? 0 : scatter ? 4 : 1;
+  const std::size_t processes = opt.connect.empty() ? forked : children.size();
   std::vector<std::size_t> peer_counts;
   for (std::size_t p : {1, 2, 4}) {
-    if (p <= std::max(forked, children.size())) peer_counts.push_back(p);
+    if (p <= processes) peer_counts.push_back(p);
   }
+  // 8 … 64 peers reuse the processes, each slice at its own offset (scatter.hpp).
+  for (std::size_t p : {8, 16, 32, 64}) peer_counts.push_back(p);
   for (std::size_t i = 0; i < forked; ++i) {
     SideConfig target_cfg = cfg;
     if (opt.pin_processes) target_cfg.pin_cpu = static_cast<int>((1 + i) % ncpu);
