@@ -90,7 +90,9 @@ def main():
           + [b"fmd1:", b"fmd1:0g", b"fna1:00"])
     write("cpuset_parse",
           [b"", b"0", b"0-3", b"0-3,8,10-11", b"1048576", b"0-1048576", b"3-1",
-           b"0,,1", b"-1", b"1-", b"0-7,16-23,8-15", b"00,01", b"4294967296"])
+           b"0,,1", b"-1", b"1-", b"0-7,16-23,8-15", b"00,01", b"4294967296",
+           # Reproducer of the finding in docs/reliability.md: used to ask for 2 GiB.
+           b"0-1048576," * 400 + b"0"])
 
 
 if __name__ == "__main__":
