@@ -352,6 +352,12 @@ class LiveWriter {
 
   // Submits the write and the send and waits for their local completion.
   ::testing::AssertionResult write(std::uint64_t slot, std::uint64_t seed) {
+    if (auto submitted = submit(slot, seed); !submitted) return submitted;
+    return wait();
+  }
+
+  // Submits the write and the send; wait() collects their completions.
+  ::testing::AssertionResult submit(std::uint64_t slot, std::uint64_t seed) {
     // The source slot is private to this writer, so rewriting it is safe.
     const std::uint64_t src_off = kRegion + (slot % 4) * kSlot;
     test::fill_random(std::span(src_).subspan(src_off, kSlot), seed);
@@ -362,22 +368,26 @@ class LiveWriter {
     w.imm = kImm;
     w.src = {src_mr_, src_off};
     w.dst = {live_.dst(), slot * kSlot};
-    auto flag = std::make_shared<CompletionFlag>();
-    if (Status st = engine_.submit_single_write(w, flag); !st.ok()) {
+    written_ = std::make_shared<CompletionFlag>();
+    if (Status st = engine_.submit_single_write(w, written_); !st.ok()) {
       return ::testing::AssertionFailure() << "live write: " << st.to_string();
     }
     const auto message = test::random_bytes(1000, seed ^ 0xfeed);
-    auto sent = std::make_shared<CompletionFlag>();
-    if (Status st = engine_.submit_send(live_.addr(), message, sent); !st.ok()) {
+    sent_ = std::make_shared<CompletionFlag>();
+    if (Status st = engine_.submit_send(live_.addr(), message, sent_); !st.ok()) {
       return ::testing::AssertionFailure() << "live send: " << st.to_string();
     }
     digest_ ^= fnv1a(message);
     ++messages_;
     ++pending_imms_;
-    if (Status st = flag->wait(kWait); !st.ok()) {
+    return ::testing::AssertionSuccess();
+  }
+
+  ::testing::AssertionResult wait() {
+    if (Status st = written_->wait(kWait); !st.ok()) {
       return ::testing::AssertionFailure() << "live write completed with " << st.to_string();
     }
-    if (Status st = sent->wait(kWait); !st.ok()) {
+    if (Status st = sent_->wait(kWait); !st.ok()) {
       return ::testing::AssertionFailure() << "live send completed with " << st.to_string();
     }
     return ::testing::AssertionSuccess();
@@ -412,6 +422,8 @@ class LiveWriter {
   std::uint64_t messages_ = 0;
   std::uint64_t digest_ = 0;
   std::uint64_t pending_imms_ = 0;
+  std::shared_ptr<CompletionFlag> written_;
+  std::shared_ptr<CompletionFlag> sent_;
 };
 
 EngineConfig death_config(const std::string& provider) {
@@ -464,6 +476,8 @@ TEST_P(PeerDeathTest, OutstandingRequestsToAKilledPeerFailInBoundedTimeWhileOthe
   }
   ASSERT_FALSE(outstanding.empty())
       << "every request to the frozen peer had completed before it was killed; nothing to test";
+  // A write and a send to the live peer are in flight while the victim dies.
+  ASSERT_TRUE(writer.submit(1, 101));
   const auto killed_at = Clock::now();
   const auto exit = victim.process().kill();
   ASSERT_EQ(exit.kind, test::ChildExit::Kind::signaled) << exit.to_string();
@@ -479,7 +493,14 @@ TEST_P(PeerDeathTest, OutstandingRequestsToAKilledPeerFailInBoundedTimeWhileOthe
   int live_rounds_during_outage = 0;
   // Set when the provider stops completing anything once a peer died (shm).
   std::string provider_wedged;
-  for (std::uint64_t slot = 2; !all_done() && Clock::now() < killed_at + bound; ++slot) {
+  if (auto across = writer.wait(); !across && provider() == "shm") {
+    provider_wedged = across.message();
+  } else {
+    ASSERT_TRUE(across) << "the live write in flight across the kill";
+    ASSERT_TRUE(writer.verify()) << "the live write in flight across the kill";
+  }
+  const auto across_ms = ms(Clock::now() - killed_at);
+  for (std::uint64_t slot = 2; provider_wedged.empty() && !all_done() && Clock::now() < killed_at + bound; ++slot) {
     auto written = writer.write(2 + slot % 14, 1000 + slot);
     if (!written && provider() == "shm") {
       provider_wedged = written.message();
@@ -514,19 +535,31 @@ TEST_P(PeerDeathTest, OutstandingRequestsToAKilledPeerFailInBoundedTimeWhileOthe
   const std::string breakdown = summary(per_kind);
   const std::string before = summary(done_before_kill);
   std::printf("[peer-death] provider=%s request_timeout=%lld ms outstanding_at_kill=%zu/%zu "
-              "first_error=%lld ms last_error=%lld ms live_rounds_during_outage=%d "
-              "errors: %s; done before kill: %s\n",
+              "first_error=%lld ms last_error=%lld ms live_write_across_kill=%s after %lld ms "
+              "live_rounds_during_outage=%d errors: %s; done before kill: %s\n",
               provider().c_str(), static_cast<long long>(kRequestTimeout.count()),
               outstanding.size(), outcomes.size(), static_cast<long long>(ms(first)),
-              static_cast<long long>(ms(last)), live_rounds_during_outage, breakdown.c_str(),
+              static_cast<long long>(ms(last)), provider_wedged.empty() ? "ok" : "FAILED",
+              static_cast<long long>(across_ms), live_rounds_during_outage, breakdown.c_str(),
               before.empty() ? "none" : before.c_str());
   std::fflush(stdout);
   RecordProperty("outstanding_at_kill", static_cast<int>(outstanding.size()));
   RecordProperty("first_error_ms", static_cast<int>(ms(first)));
   RecordProperty("last_error_ms", static_cast<int>(ms(last)));
+  RecordProperty("live_write_across_kill_ms", static_cast<int>(across_ms));
   RecordProperty("live_rounds_during_outage", live_rounds_during_outage);
   RecordProperty("errors", breakdown);
 
+  // The engine still serves: a new write (and send) to the live peer.
+  if (provider_wedged.empty()) {
+    auto written = writer.write(0, 0xaf7e0001);
+    if (!written && provider() == "shm") {
+      provider_wedged = written.message();
+    } else {
+      ASSERT_TRUE(written);
+      ASSERT_TRUE(writer.verify());
+    }
+  }
   if (!provider_wedged.empty()) {
     // libfabric 1.17's shm retires completions in the order of one response
     // queue per endpoint (ofiwg/libfabric#9853): a WRITE whose target died
@@ -539,9 +572,6 @@ TEST_P(PeerDeathTest, OutstandingRequestsToAKilledPeerFailInBoundedTimeWhileOthe
                  << " requests did fail within " << ms(last) << " ms";
   }
 
-  // The engine still serves: a new write (and send) to the live peer.
-  ASSERT_TRUE(writer.write(0, 0xaf7e0001));
-  ASSERT_TRUE(writer.verify());
 
   // A restarted peer (new process, new address) is reachable at once.
   ASSERT_TRUE(restarted.start());
