@@ -3,8 +3,9 @@
 // immediate of a rejected request arrives, on_done never runs. One table per
 // call; validation_test.cpp covers the range arithmetic of single and paged
 // writes in depth, this file the rest of the argument space. A descriptor
-// forged to reach past its region (or with a wrong key) is the one case only
-// the target can refuse: it must fail on the writer and change nothing.
+// forged to reach outside its region (or with a wrong key) is the one case
+// only the target can refuse: it must fail on the writer and change nothing,
+// inside the region or on either side of it.
 
 #include <functional>
 #include <limits>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "fabric_test/data.hpp"
 #include "remote_target.hpp"
 
 namespace fabric::conformance {
@@ -50,10 +52,7 @@ class BadInputTest : public ProviderTest {
  protected:
   void SetUp() override {
     target_ = std::make_unique<RemoteTarget>(config(), kDstSize);
-    EngineConfig cfg = config();
-    // shm drops a forged WRITE silently; this is how long the writer waits to hear.
-    cfg.request_timeout = std::chrono::milliseconds(2000);
-    auto engine = TransferEngine::create(cfg);
+    auto engine = TransferEngine::create(config());
     ASSERT_OK(engine);
     engine_ = std::move(engine).value();
     src_.assign(kSrcSize, std::byte{0x5a});
@@ -396,46 +395,158 @@ TEST_P(BadInputTest, RegistrationAndControl) {
   expect_nothing_was_sent();
 }
 
-// The engine can only check a destination against the MrDesc it is given; a
-// forged one (longer than the registration, or with another key) must be
-// refused by the target's provider: the write fails on the writer, the
-// region and everything around it stay as they were, no immediate arrives.
-TEST_P(BadInputTest, ForgedDescriptorsCannotReachOutsideTheRegion) {
+// ---------------------------------------------------------------- forged descriptors
+
+// A target whose registered region sits between two guard zones of the same
+// sentinel, so a write that escapes the region shows up without corrupting
+// anything the child needs.
+constexpr std::uint64_t kGuard = 16384;
+
+int guarded_target_main(test::Channel& ch, const EngineConfig& config) {
+  auto engine = child_engine(config);
+  CHILD_REQUIRE(engine != nullptr, "target engine");
+  std::vector<std::byte> memory(kGuard + kDstSize + kGuard);
+  test::fill_random(memory, test::kSentinelSeed);
+  auto reg = engine->reg_mr(memory.data() + kGuard, kDstSize);
+  CHILD_REQUIRE_OK(reg.status());
+  auto counter = engine->imm_counter(kImm);
+  CHILD_REQUIRE_OK(counter.status());
+  CHILD_REQUIRE(ch.send_desc(reg->desc), ch.last_error());
+  for (;;) {
+    auto cmd = ch.recv_string(std::chrono::seconds(90));
+    CHILD_REQUIRE(cmd.has_value(), "waiting for a command: " + ch.last_error());
+    if (*cmd == "quit") break;
+    // Region and both guards, and the immediates that arrived.
+    const auto result = test::untouched_outside(memory, {});
+    CHILD_REQUIRE(ch.send_string(result ? "" : result.message()), ch.last_error());
+    CHILD_REQUIRE(ch.send_pod((*counter)->value()), ch.last_error());
+  }
+  engine->stop();
+  CHILD_REQUIRE(ch.send_string("bye"), ch.last_error());
+  return test::kChildOk;
+}
+
+// The engine can only check a destination against the MrDesc it is given. A
+// forged one (longer than the registration, starting before it, or with
+// another key) must be refused by the target's provider: the write fails on
+// the writer, no immediate arrives, and neither the region nor the memory on
+// either side of it changes.
+// Sends every forgery; with `then_genuine`, finishes with a valid write and
+// checks that the writer still reaches the peer.
+void forged_writes(const EngineConfig& base, bool then_genuine) {
+  const std::string provider = base.provider;
+  EngineConfig cfg = base;
+  // shm drops a forged WRITE silently; this is how long the writer waits to hear.
+  cfg.request_timeout = std::chrono::milliseconds(2000);
+  auto target = test::spawn_child(
+      [cfg](test::Channel& ch) { return guarded_target_main(ch, cfg); }, kChildLifetime);
+  ASSERT_ENGINE(engine, cfg);
+  std::vector<std::byte> src(kSrcSize, std::byte{0x5a});
+  const StopGuard stop_guard(engine.get());
+  auto reg = engine->reg_mr(src.data(), src.size());
+  ASSERT_OK(reg);
+  auto real = target.channel().recv_desc(kWait);
+  ASSERT_TRUE(real.has_value()) << target.channel().last_error();
+
+  auto shifted = [&](std::int64_t by, std::uint64_t length) {
+    std::vector<RemoteKey> keys(real->keys().begin(), real->keys().end());
+    for (auto& key : keys) key.addr_base += static_cast<std::uint64_t>(by);
+    return MrDesc::make(real->owner(), real->base() + static_cast<std::uint64_t>(by), length,
+                        std::move(keys))
+        .value();
+  };
+  std::vector<RemoteKey> wrong_keys(real->keys().begin(), real->keys().end());
+  for (auto& key : wrong_keys) key.rkey ^= 0x5a5a5a;
   struct Forgery {
     std::string name;
     MrDesc desc;
     std::uint64_t offset;
-    std::uint64_t length;
   };
-  std::vector<RemoteKey> wrong_keys(dst().keys().begin(), dst().keys().end());
-  for (auto& key : wrong_keys) key.rkey ^= 0x5a5a5a;
+  // Every write is 8 KiB: longer than shm's inline size, which completes a
+  // small WRITE to a bad key successfully for the writer (docs/api.md,
+  // "Revoked keys").
   const std::vector<Forgery> forgeries = {
-      // Half inside the registration, half past its end. Both writes are
-      // longer than shm's inline size, which completes small WRITEs to a bad
-      // key successfully for the writer (docs/api.md, "Revoked keys").
-      {"length doubled", desc_for(dst().owner(), dst(), 2 * kDstSize), kDstSize - 4096, 8192},
-      {"wrong key", MrDesc::make(dst().owner(), dst().base(), dst().size(), wrong_keys).value(), 0,
-       8192},
+      {"length doubled, write straddling the end", desc_for(real->owner(), *real, 2 * kDstSize),
+       kDstSize - 4096},
+      {"start moved 4 KiB before the region", shifted(-4096, kDstSize + 4096), 0},
+      {"wrong key", MrDesc::make(real->owner(), real->base(), real->size(), wrong_keys).value(),
+       0},
   };
   for (const auto& f : forgeries) {
     SingleWrite w;
-    w.length = f.length;
+    w.length = kSrcSize;
     w.imm = kImm;
-    w.src = {src_mr_, 0};
+    w.src = {reg->handle, 0};
     w.dst = {f.desc, f.offset};
     auto flag = std::make_shared<CompletionFlag>();
-    ASSERT_OK(engine_->submit_single_write(w, flag)) << f.name;
-    ASSERT_TRUE(flag->wait(kWait).code() != Errc::timeout || flag->done())
-        << f.name << ": the forged write never completed";
+    ASSERT_OK(engine->submit_single_write(w, flag)) << f.name;
+    (void)flag->wait(kWait);
+    ASSERT_TRUE(flag->done()) << f.name << ": the forged write never completed";
     const Status st = flag->status();
-    RecordProperty(f.name, st.to_string());
+    ::testing::Test::RecordProperty(f.name, st.to_string());
     EXPECT_FALSE(st.ok()) << f.name << ": a WRITE through a forged MrDesc completed successfully";
-    EXPECT_EQ(target_->imm_arrivals(kImm, 0), 0u) << f.name;
-    EXPECT_TRUE(target_->untouched()) << f.name;
+
+    ASSERT_TRUE(target.channel().send_string("check"));
+    auto report = target.channel().recv_string(kWait);
+    ASSERT_TRUE(report.has_value()) << target.channel().last_error();
+    EXPECT_EQ(*report, "") << f.name << ": region or guards changed";
+    auto imms = target.channel().recv_pod<std::uint64_t>(kWait);
+    ASSERT_TRUE(imms.has_value()) << target.channel().last_error();
+    EXPECT_EQ(*imms, 0u) << f.name << ": immediates arrived";
   }
+  if (!then_genuine) {
+    ASSERT_TRUE(target.channel().send_string("quit"));
+    EXPECT_TRUE(target.channel().expect("bye", kWait)) << target.channel().last_error();
+    const auto exit = target.wait_exit(kWait);
+    EXPECT_TRUE(exit.ok()) << exit.to_string();
+    return;
+  }
+
+  SingleWrite w;
+  w.length = kSrcSize;
+  w.imm = kImm;
+  w.src = {reg->handle, 0};
+  w.dst = {*real, 0};
+  auto flag = std::make_shared<CompletionFlag>();
+  ASSERT_OK(engine->submit_single_write(w, flag));
+  const Status genuine = flag->wait(kWait);
+  ::testing::Test::RecordProperty("genuine write afterwards", genuine.to_string());
+  ASSERT_TRUE(target.channel().send_string("check"));
+  auto report = target.channel().recv_string(kWait);
+  ASSERT_TRUE(report.has_value()) << target.channel().last_error();
+  auto imms = target.channel().recv_pod<std::uint64_t>(kWait);
+  ASSERT_TRUE(imms.has_value()) << target.channel().last_error();
+  ASSERT_TRUE(target.channel().send_string("quit"));
+  EXPECT_TRUE(target.channel().expect("bye", kWait)) << target.channel().last_error();
+  const auto exit = target.wait_exit(kWait);
+  EXPECT_TRUE(exit.ok()) << exit.to_string();
+
+  // libfabric 1.17: shm never answers a refused WRITE, and completions
+  // retire in order, so every later non-inline WRITE of this endpoint stalls
+  // (ofiwg/libfabric#9853; the genuine write lands, its completion never
+  // comes). tcp;ofi_rxm tears the connection down on the refusal, and the
+  // engine does not re-establish it.
+  if (!genuine.ok() && (provider == "shm" || provider == "tcp")) {
+    GTEST_SKIP() << provider << ": after the forged writes were refused, a genuine write to "
+                 << "the same peer failed (" << genuine.to_string() << "; " << *imms
+                 << " immediate(s) arrived)";
+  }
+  EXPECT_OK(genuine) << "a valid write after the forged ones";
+  EXPECT_NE(*report, "") << "the valid write left the region untouched";
+  EXPECT_EQ(*imms, 1u);
+}
+
+using ForgedDescriptorTest = ProviderTest;
+
+TEST_P(ForgedDescriptorTest, CannotReachOutsideTheRegion) { forged_writes(config(), false); }
+
+// Refusals should cost the writer nothing lasting: a genuine write still lands.
+TEST_P(ForgedDescriptorTest, TheWriterStillReachesThePeerAfterwards) {
+  forged_writes(config(), true);
 }
 
 FABRIC_INSTANTIATE_PROVIDERS(BadInputTest);
+FABRIC_INSTANTIATE_PROVIDERS(ForgedDescriptorTest);
 
 }  // namespace
 }  // namespace fabric::conformance
