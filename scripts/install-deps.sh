@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages fabric-lib builds and tests with, when missing.
+# `install-deps.sh fuzz` adds what the fuzz preset needs.
 set -euo pipefail
 
 packages=(
@@ -12,6 +13,10 @@ packages=(
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest python3-pytest-timeout
   python3-torch
 )
+# scripts/run-fuzzers.sh also needs clang and its libFuzzer runtime.
+if [[ "${1:-}" == fuzz ]]; then
+  packages+=(clang libclang-rt-14-dev)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

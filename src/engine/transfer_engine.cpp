@@ -194,9 +194,13 @@ Result<Registered> TransferEngine::reg_mr(void* ptr, std::size_t len, Device dev
                   fmt::format("reg_mr needs a non-null pointer and a length > 0 (got {}, {})",
                               ptr, len));
   }
-  if (!has_access(access, Access::remote_write) && !has_access(access, Access::remote_read) &&
-      static_cast<std::uint32_t>(access) != 0) {
-    return Status(Errc::invalid_argument, "unknown Access bits");
+  // Any bit beyond the known ones is refused, even next to a known one: a
+  // caller asking for a right this build does not know must not get a
+  // registration that silently lacks it.
+  constexpr auto kKnownAccess = static_cast<std::uint32_t>(Access::remote_write | Access::remote_read);
+  if ((static_cast<std::uint32_t>(access) & ~kKnownAccess) != 0) {
+    return Status(Errc::invalid_argument,
+                  fmt::format("unknown Access bits {:#x}", static_cast<std::uint32_t>(access)));
   }
   auto* worker = impl_->worker.get();
   const NetAddr& self = impl_->address;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <utility>
+#include <vector>
 
 #include "fabric/topology.hpp"
 
@@ -33,7 +35,11 @@ CpuSet CpuSet::from(std::vector<int> cpus) {
 }
 
 Result<CpuSet> CpuSet::parse(std::string_view list) {
-  std::vector<int> cpus;
+  // Items are kept as ranges and expanded once, after merging: expanding each
+  // item as it came let a 4 KiB list of repeated "0-1048576" ask for
+  // gigabytes (found by tests/fuzz/cpuset_parse). Now the result is bounded
+  // by kMaxCpu + 1 entries whatever the input repeats.
+  std::vector<std::pair<int, int>> ranges;
   std::string_view rest = list;
   while (!rest.empty()) {
     const auto comma = rest.find(',');
@@ -55,9 +61,16 @@ Result<CpuSet> CpuSet::parse(std::string_view list) {
                       fmt::format("CPU list \"{}\": range \"{}\" runs backwards", list, item));
       }
     }
-    for (int cpu = *first; cpu <= last; ++cpu) cpus.push_back(cpu);
+    ranges.emplace_back(*first, last);
   }
-  return from(std::move(cpus));
+  std::sort(ranges.begin(), ranges.end());
+  CpuSet set;
+  int next = 0;  // the lowest CPU not emitted yet
+  for (const auto& [first, last] : ranges) {
+    for (int cpu = std::max(first, next); cpu <= last; ++cpu) set.cpus.push_back(cpu);
+    next = std::max(next, last + 1);
+  }
+  return set;
 }
 
 bool CpuSet::contains(int cpu) const noexcept {

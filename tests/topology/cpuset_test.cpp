@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "fabric/topology.hpp"
 
 namespace fabric {
@@ -32,6 +34,19 @@ TEST(CpuSet, RejectsGarbageWithTheOffendingItem) {
     EXPECT_EQ(parsed.status().code(), Errc::invalid_argument) << text;
   }
   EXPECT_NE(CpuSet::parse("3-1").status().message().find("backwards"), std::string::npos);
+}
+
+// A fuzzer finding: each item used to be expanded on its own, so repeating
+// the widest range made a 4 KiB list allocate gigabytes.
+TEST(CpuSet, RepeatedAndOverlappingRangesCostNoMoreThanTheirUnion) {
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += "0-1048576,";
+  text += "5,3-9,1048576";
+  auto parsed = CpuSet::parse(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+  EXPECT_EQ(parsed->size(), 1048577u);
+  EXPECT_EQ(parsed->to_string(), "0-1048576");
+  EXPECT_EQ(CpuSet::parse("8-10,0-2,1-3,9")->to_string(), "0-3,8-10");
 }
 
 TEST(CpuSet, Contains) {

@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of tests/fuzz from the wire formats as docs/api.md
+documents them (independently of the C++ encoder, so a drift between the two
+shows up as seeds the decoders reject).
+
+Each target gets valid encodings (one to four Domains, both backends, shm/tcp
+style addresses, boundary lengths) plus a few truncated and corrupted ones,
+so the fuzzer starts next to every branch of the decoder.
+
+    tests/fuzz/gen_corpus.py            # rewrites tests/fuzz/corpus/
+"""
+import hashlib
+import pathlib
+import struct
+
+ROOT = pathlib.Path(__file__).resolve().parent / "corpus"
+
+
+def net_addr(backend, provider, instance, max_msg, domains):
+    out = b"FNA" + bytes([1, backend, len(provider)]) + provider
+    out += struct.pack("<QIB", instance, max_msg, len(domains))
+    for d in domains:
+        out += struct.pack("<H", len(d)) + d
+    return out
+
+
+def mr_desc(base, length, owner, keys):
+    out = b"FMD" + bytes([1]) + struct.pack("<QQH", base, length, len(owner)) + owner
+    out += bytes([len(keys)])
+    for addr_base, rkey in keys:
+        out += struct.pack("<QQ", addr_base, rkey)
+    return out
+
+
+def sockaddr_in(port):
+    # What tcp/sockets put in a Domain address: a sockaddr_in on 127.0.0.1.
+    return struct.pack("<H", 2) + struct.pack(">H", port) + bytes([127, 0, 0, 1]) + bytes(8)
+
+
+ADDRS = [
+    net_addr(1, b"shm", 0x1234_5678_9ABC_DEF0, 65536, [b"fi_shm_4242_0_a1b2c3d4\x00"]),
+    net_addr(1, b"tcp;ofi_rxm", 1, 65536, [sockaddr_in(40001), sockaddr_in(40002)]),
+    net_addr(1, b"sockets", 2**64 - 1, 1, [sockaddr_in(p) for p in (1, 2, 3, 4)]),
+    net_addr(2, b"verbs", 7, 2**32 - 1, [bytes(range(20))]),
+    net_addr(1, b"p" * 64, 0, 4096, [b"\xff" * 256]),
+]
+DESCS = [
+    mr_desc(0x7F00_0000_1000, 1 << 20, ADDRS[0], [(0x7F00_0000_1000, 0x42)]),
+    mr_desc(0, 4096, ADDRS[1], [(0, 1), (0, 2)]),
+    mr_desc(2**64 - 2, 1, ADDRS[2], [(i, 2**64 - 1 - i) for i in range(4)]),
+    mr_desc(0x1000, 2**63, ADDRS[3], [(0x1000, 0xABCD)]),
+]
+
+
+def damaged(valid):
+    """Truncations and corruptions of one valid encoding."""
+    out = [valid[:n] for n in (0, 3, 4, len(valid) // 2, len(valid) - 1)]
+    out.append(valid + b"\x00")                      # trailing byte
+    out.append(valid[:4] + b"\x02" + valid[5:])      # a header byte off by one
+    out.append(valid[:3] + b"\x02" + valid[4:])      # unsupported version
+    return out
+
+
+def text(prefix, data):
+    return (prefix + data.hex()).encode()
+
+
+def write(target, seeds):
+    folder = ROOT / target
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.iterdir():
+        old.unlink()
+    for seed in dict.fromkeys(seeds):  # unique, in order
+        name = hashlib.sha1(seed).hexdigest()[:16]
+        (folder / name).write_bytes(seed)
+
+
+def main():
+    write("net_addr_decode", ADDRS + damaged(ADDRS[1]) + damaged(ADDRS[2]))
+    write("mr_desc_decode", DESCS + damaged(DESCS[0]) + damaged(DESCS[2]))
+    write("net_addr_parse",
+          [text("fna1:", a) for a in ADDRS]
+          + [text("fna1:", a).upper().replace(b"FNA1:", b"fna1:") for a in ADDRS[:1]]
+          + [text("fna1:", a)[:-1] for a in ADDRS[:1]]
+          + [b"fna1:", b"fna1:zz", b"fmd1:00"])
+    write("mr_desc_parse",
+          [text("fmd1:", d) for d in DESCS]
+          + [text("fmd1:", d).upper().replace(b"FMD1:", b"fmd1:") for d in DESCS[:1]]
+          + [text("fmd1:", d)[:-1] for d in DESCS[:1]]
+          + [b"fmd1:", b"fmd1:0g", b"fna1:00"])
+    write("cpuset_parse",
+          [b"", b"0", b"0-3", b"0-3,8,10-11", b"1048576", b"0-1048576", b"3-1",
+           b"0,,1", b"-1", b"1-", b"0-7,16-23,8-15", b"00,01", b"4294967296",
+           # Reproducer of the finding in docs/reliability.md: used to ask for 2 GiB.
+           b"0-1048576," * 400 + b"0"])
+
+
+if __name__ == "__main__":
+    main()
