@@ -32,6 +32,16 @@ def mr_desc(base, length, owner, keys):
     return out
 
 
+def verbs_address(gid, lid, mtu, qpn, nonce):
+    # docs/verbs.md: FVA, version 1, GID, LID, MTU code, reserved, UD QPN, nonce.
+    return b"FVA" + bytes([1]) + gid + struct.pack("<HBBIQ", lid, mtu, 0, qpn, nonce)
+
+
+def verbs_handshake(kind, conn, sender, receiver_nonce, qpns_psns):
+    out = b"FVH" + bytes([1, kind, 0]) + struct.pack("<HQ", 0, conn) + sender
+    return out + struct.pack("<Q4I", receiver_nonce, *qpns_psns)
+
+
 def sockaddr_in(port):
     # What tcp/sockets put in a Domain address: a sockaddr_in on 127.0.0.1.
     return struct.pack("<H", 2) + struct.pack(">H", port) + bytes([127, 0, 0, 1]) + bytes(8)
@@ -49,6 +59,17 @@ DESCS = [
     mr_desc(0, 4096, ADDRS[1], [(0, 1), (0, 2)]),
     mr_desc(2**64 - 2, 1, ADDRS[2], [(i, 2**64 - 1 - i) for i in range(4)]),
     mr_desc(0x1000, 2**63, ADDRS[3], [(0x1000, 0xABCD)]),
+]
+
+
+ROCE_GID = bytes(10) + b"\xff\xff" + bytes([198, 18, 0, 1])
+VERBS = [
+    verbs_address(ROCE_GID, 0, 3, 0x11, 0x0123456789ABCDEF),
+    verbs_address(bytes([0xFE, 0x80]) + bytes(14), 7, 5, 0xFFFFFF, 0),
+]
+VERBS += [
+    verbs_handshake(1, 0xFEEDFACECAFEBEEF, VERBS[0], 42, (0x12, 0x13, 0xFFFFFE, 0x10000)),
+    verbs_handshake(2, 1, VERBS[1], 0, (0xFFFFFF, 1, 0, 0)),
 ]
 
 
@@ -88,6 +109,7 @@ def main():
           + [text("fmd1:", d).upper().replace(b"FMD1:", b"fmd1:") for d in DESCS[:1]]
           + [text("fmd1:", d)[:-1] for d in DESCS[:1]]
           + [b"fmd1:", b"fmd1:0g", b"fna1:00"])
+    write("verbs_wire_decode", VERBS + damaged(VERBS[0]) + damaged(VERBS[2]))
     write("cpuset_parse",
           [b"", b"0", b"0-3", b"0-3,8,10-11", b"1048576", b"0-1048576", b"3-1",
            b"0,,1", b"-1", b"1-", b"0-7,16-23,8-15", b"00,01", b"4294967296",
