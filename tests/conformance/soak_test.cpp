@@ -19,12 +19,15 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
 #include <unordered_set>
 #include <vector>
 
+#include "domain/open_domains.hpp"
+#include "domain/reordering_domain.hpp"
 #include "fabric_test/sync.hpp"
 #include "fixture.hpp"
 
@@ -180,12 +183,38 @@ struct Totals {
   std::array<std::atomic<std::uint64_t>, kPeers> messages{};
 };
 
-TEST(Soak, ThreadsAndPeersMixingEveryOperation) {
+// Turns the reordering seam on for engines created (and children forked)
+// while it lives.
+class ReorderScope {
+ public:
+  explicit ReorderScope(std::uint64_t seed) {
+    domain::set_test_decorator([seed, n = std::make_shared<std::atomic<std::uint64_t>>(0)](
+                                   std::unique_ptr<domain::Domain> inner) {
+      domain::ReorderOptions options;
+      options.seed = seed + n->fetch_add(1) + 1000 * static_cast<std::uint64_t>(::getpid());
+      return std::unique_ptr<domain::Domain>(
+          std::make_unique<domain::ReorderingDomain>(std::move(inner), options));
+    });
+  }
+  ReorderScope(const ReorderScope&) = delete;
+  ReorderScope& operator=(const ReorderScope&) = delete;
+  ~ReorderScope() { domain::set_test_decorator({}); }
+};
+
+// The parameter: whether every Domain, the parent's and the peers', hands its
+// completions and arrivals over shuffled and late (docs/reordering.md).
+class Soak : public ::testing::TestWithParam<bool> {};
+
+TEST_P(Soak, ThreadsAndPeersMixingEveryOperation) {
   const auto run = std::chrono::milliseconds(env_u64("FABRIC_SOAK_SECONDS", 3) * 1000);
   const std::string provider = env_string("FABRIC_SOAK_PROVIDER", "shm");
   FABRIC_SKIP_IF_UNAVAILABLE(provider);
   EngineConfig config = engine_config(provider);
   config.max_message_size = kMaxMessage;
+  // Before forking, so the peers inherit it.
+  std::optional<ReorderScope> reorder;
+  if (GetParam()) reorder.emplace(env_u64("FABRIC_TEST_REORDER_SEED", 20261129));
+  const auto seam_before = domain::reorder_totals();
 
   std::vector<ChildProcess> peers;
   const auto lifetime = std::chrono::duration_cast<std::chrono::seconds>(run) + kChildLifetime;
@@ -404,11 +433,11 @@ TEST(Soak, ThreadsAndPeersMixingEveryOperation) {
     }
     for (auto& peer : peers) peer.channel().send_string("bye");
     const double seconds = std::chrono::duration<double>(run).count();
-    std::printf("[soak] %s, %.1f s: %llu completions exactly once (%llu single, %llu paged / "
+    std::printf("[soak] %s%s, %.1f s: %llu completions exactly once (%llu single, %llu paged / "
                 "%llu pages, %llu imm, %llu send, %llu scatter), %llu immediates, %.1f MiB "
                 "written (final regions verified byte by byte); VmRSS %ld KiB after warm-up, %ld KiB at the end "
                 "(growth %ld KiB)\n",
-                provider.c_str(), seconds,
+                provider.c_str(), GetParam() ? " reordered" : "", seconds,
                 static_cast<unsigned long long>(ledger.completed() + totals.imm.load()),
                 static_cast<unsigned long long>(totals.single.load()),
                 static_cast<unsigned long long>(totals.paged.load()),
@@ -419,12 +448,25 @@ TEST(Soak, ThreadsAndPeersMixingEveryOperation) {
                 static_cast<unsigned long long>(total_imms), totals.bytes.load() / 1048576.0,
                 rss_warm, rss_end, rss_end - rss_warm);
     EXPECT_LT(rss_end - rss_warm, kMaxRssGrowthKiB) << "VmRSS grew during the soak";
+    if (GetParam()) {
+      const auto seam = domain::reorder_totals();
+      const std::uint64_t reordered = seam.reordered - seam_before.reordered;
+      std::printf("[soak] parent's seam: %llu events pulled, %llu released out of order\n",
+                  static_cast<unsigned long long>(seam.pulled - seam_before.pulled),
+                  static_cast<unsigned long long>(reordered));
+      EXPECT_GT(reordered, 0u) << "the seam was not in the path";
+    }
   }
   for (std::size_t p = 0; p < kPeers; ++p) {
     const auto exit = peers[p].wait_exit(kWait);
     EXPECT_TRUE(exit.ok()) << "peer " << p << ": " << exit.to_string();
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Order, Soak, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return std::string(info.param ? "reordered" : "plain");
+                         });
 
 }  // namespace
 }  // namespace fabric::conformance
