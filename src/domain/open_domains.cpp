@@ -2,13 +2,26 @@
 
 #include <fmt/format.h>
 
+#include <mutex>
+
 #include "cuda/driver.hpp"
 #include "libfabric/fi_domain.hpp"
 #include "verbs/verbs_domain.hpp"
 
 namespace fabric::domain {
 
-Result<OpenedDomains> open_domains(const EngineConfig& config) {
+namespace {
+
+std::mutex g_decorator_mutex;
+DomainDecorator g_decorator;
+
+// Copied under the lock so a test resetting the hook cannot race an opening engine.
+DomainDecorator current_decorator() {
+  std::lock_guard lock(g_decorator_mutex);
+  return g_decorator;
+}
+
+Result<OpenedDomains> open_backend(const EngineConfig& config) {
   if (config.domains_per_group == 0 || config.domains_per_group > NetAddr::kMaxDomains) {
     return Status(Errc::invalid_argument,
                   fmt::format("domains_per_group {} not in 1..{}", config.domains_per_group,
@@ -36,6 +49,22 @@ Result<OpenedDomains> open_domains(const EngineConfig& config) {
   }
   out.provider = out.domains.front()->limits().provider;
   return out;
+}
+
+}  // namespace
+
+void set_test_decorator(DomainDecorator decorator) {
+  std::lock_guard lock(g_decorator_mutex);
+  g_decorator = std::move(decorator);
+}
+
+Result<OpenedDomains> open_domains(const EngineConfig& config) {
+  auto opened = open_backend(config);
+  if (!opened) return opened;
+  if (auto decorate = current_decorator()) {
+    for (auto& d : opened->domains) d = decorate(std::move(d));
+  }
+  return opened;
 }
 
 }  // namespace fabric::domain

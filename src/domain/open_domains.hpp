@@ -1,6 +1,7 @@
 #pragma once
 // Opens the Domains of one group for the configured backend.
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -16,5 +17,12 @@ struct OpenedDomains {
 };
 
 Result<OpenedDomains> open_domains(const EngineConfig& config);
+
+// TEST-ONLY. When set, open_domains() passes every Domain it opens through
+// this function and uses what it returns (e.g. a ReorderingDomain around it).
+// Process-wide; affects engines created after the call; an empty function
+// (the default) turns it off. Production code never sets it.
+using DomainDecorator = std::function<std::unique_ptr<Domain>(std::unique_ptr<Domain>)>;
+void set_test_decorator(DomainDecorator decorator);
 
 }  // namespace fabric::domain
