@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "options.hpp"
+#include "peer_runs.hpp"
 #include "report.hpp"
 #include "sweep.hpp"
 
@@ -43,6 +44,17 @@ int main(int argc, char** argv) {
                "accepted for clarity: raw figures are always measured alongside");
   app.add_option("--json", opt.json_path, "write the results here");
   app.add_option("--plot", opt.plot_path, "bandwidth vs size, engine vs raw (PNG)");
+  app.add_option("--peer", opt.peers,
+                 "after the sweep, repeat its single_write and paged_write rows through another "
+                 "engine (mooncake: its TCP transport; nixl: UCX over tcp, or cma beside shm) and "
+                 "report engine / peer; needs the peer's wheel in --peer-python")
+      ->check(CLI::IsMember({"mooncake", "nixl"}))
+      ->delimiter(',');
+  if (const char* py = std::getenv("FABRIC_BENCH_PEER_PYTHON"); py != nullptr && *py != '\0') {
+    opt.peer_python = py;
+  }
+  app.add_option("--peer-python", opt.peer_python,
+                 "interpreter for --peer (default: $FABRIC_BENCH_PEER_PYTHON, else python3)");
   CLI11_PARSE(app, argc, argv);
   opt.pin_processes = !no_pin;
 
@@ -56,17 +68,27 @@ int main(int argc, char** argv) {
   ::setenv("FI_TCP_IFACE", "lo", 1);
   ::setenv("FI_SOCKETS_IFACE", "lo", 1);
 
+  if (!opt.peers.empty() && (!opt.listen.empty() || opt.backend != "libfabric")) {
+    fmt::print(stderr, "fabric-bench: --peer needs the client role (--local or --connect) on the "
+                       "libfabric backend\n");
+    return 2;
+  }
+
   if (!opt.listen.empty()) return bench::serve(opt);
+  bool peers_ok = true;
   try {
     const bench::SweepResult result = bench::run_sweep(opt);
-    bench::print_table(result);
+    const std::vector<bench::PeerRun> peers = bench::run_peers(opt, result);
+    bench::print_table(result, peers);
     std::string json = opt.json_path;
     if (json.empty() && !opt.plot_path.empty()) json = opt.plot_path + ".json";
-    if (!json.empty()) bench::write_json(opt, result, json);
+    if (!json.empty()) bench::write_json(opt, result, peers, json);
     if (!opt.plot_path.empty()) bench::plot(json, opt.plot_path);
+    for (const bench::PeerRun& p : peers) peers_ok = peers_ok && p.error.empty();
   } catch (const std::exception& e) {
     fmt::print(stderr, "fabric-bench: {}\n", e.what());
     return 1;
   }
-  return 0;
+  // The engine's figures are complete either way; 3 says a requested peer is missing.
+  return peers_ok ? 0 : 3;
 }

@@ -32,6 +32,10 @@ struct Options {
   bool pin_processes = true;
   std::string json_path;
   std::string plot_path;
+  // --peer: other transfer engines run over the same single/paged patterns
+  // after the sweep, through this interpreter (a venv holding their wheels).
+  std::vector<std::string> peers;
+  std::string peer_python = "python3";
 };
 
 }  // namespace bench

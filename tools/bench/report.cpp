@@ -60,7 +60,7 @@ nlohmann::json machine(const Options& opt, const SweepResult& r) {
 
 }  // namespace
 
-void print_table(const SweepResult& r) {
+void print_table(const SweepResult& r, const std::vector<PeerRun>& peers) {
   fmt::print("provider {}{}\n", r.provider, r.delivery_complete ? " (delivery-complete)" : "");
   fmt::print("{:<12} {:>9} {:>6} {:>7} {:>9} {:>9} {:>6} {:>10} {:>8} {:>8} {:>9} {:>8}\n", "op",
              "size", "count", "iters", "eng Gb/s", "raw Gb/s", "ratio", "eng ops/s", "p50 us",
@@ -100,10 +100,27 @@ void print_table(const SweepResult& r) {
     fmt::print("{:<12} {:>9} {:>6} {:>8} {:>22} {:>22} {:>22} {:>22} {:>22}\n", row.op, row.size,
                row.count, b.samples, cell(b.call_to_enqueued), cell(b.enqueued_to_picked),
                cell(b.picked_to_first), cell(b.first_to_last), cell(b.call_to_first));
+  }  for (const PeerRun& p : peers) {
+    fmt::print("\npeer {} ({} transport{}{}): same patterns, same run\n", p.peer,
+               p.transport.empty() ? "-" : p.transport, p.version.empty() ? "" : ", version ",
+               p.version);
+    if (!p.figures.empty()) {
+      fmt::print("{:<12} {:>9} {:>6} {:>10} {:>10} {:>11}\n", "op", "size", "count", "eng Gb/s",
+                 "peer Gb/s", "eng / peer");
+    }
+    for (const Row& row : r.rows) {
+      const PeerFigure* f = p.find(row);
+      if (f == nullptr) continue;
+      fmt::print("{:<12} {:>9} {:>6} {:>10.2f} {:>10.2f} {:>11.3f}\n", row.op, row.size,
+                 row.count, row.engine.gbps, f->gbps, f->gbps > 0 ? row.engine.gbps / f->gbps : 0);
+    }
+    if (!p.error.empty()) fmt::print("peer {} not measured{}: {}\n", p.peer,
+                                     p.figures.empty() ? "" : " in full", p.error);
   }
 }
 
-void write_json(const Options& opt, const SweepResult& r, const std::string& path) {
+void write_json(const Options& opt, const SweepResult& r, const std::vector<PeerRun>& peers,
+                const std::string& path) {
   nlohmann::json results = nlohmann::json::array();
   for (const Row& row : r.rows) {
     results.push_back({{"op", row.op},
@@ -139,6 +156,13 @@ void write_json(const Options& opt, const SweepResult& r, const std::string& pat
                                      {"first_to_last_post", stage(b.first_to_last)},
                                      {"call_to_first_post", stage(b.call_to_first)}};
     }
+    for (const PeerRun& p : peers) {
+      const PeerFigure* f = p.find(row);
+      if (f == nullptr) continue;
+      results.back()["peer_runs"][p.peer] = {
+          {"transport", p.transport}, {"gbps", f->gbps}, {"iterations", f->iterations},
+          {"verified", f->verified}, {"ratio", f->gbps > 0 ? row.engine.gbps / f->gbps : 0}};
+    }
     if (row.op == "scatter") {
       results.back()["peers"] = row.count;
       results.back()["engine_post_p50_ns"] = row.engine_post_p50_ns;
@@ -150,7 +174,17 @@ void write_json(const Options& opt, const SweepResult& r, const std::string& pat
     }
   }
   std::ofstream out(path);
-  out << nlohmann::json{{"machine", machine(opt, r)}, {"results", results}}.dump(2) << "\n";
+  nlohmann::json doc{{"machine", machine(opt, r)}, {"results", results}};
+  if (!peers.empty()) {
+    doc["peers"] = nlohmann::json::array();
+    for (const PeerRun& p : peers) {
+      doc["peers"].push_back({{"peer", p.peer},
+                              {"transport", p.transport},
+                              {"version", p.version},
+                              {"error", p.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.error)}});
+    }
+  }
+  out << doc.dump(2) << "\n";
   if (!out) throw std::runtime_error("cannot write " + path);
 }
 

@@ -55,3 +55,20 @@ assert all(r["verified"] for r in rows), rows
 print("fabric_bench_smoke: server/client %d rows ok" % len(rows))
 PY
 rm -f "$out" "$json.client"
+
+# --peer with an interpreter that cannot run: the engine's figures are still
+# written, the peer's reason is in the JSON, and the exit status is 3.
+status=0
+"$bench" --local --provider shm --quick --ops single_write --peer nixl \
+  --peer-python /nonexistent/python3 --json "$json.peer" || status=$?
+[ "$status" -eq 3 ] || { echo "fabric_bench_smoke: --peer without a peer: exit $status, want 3" >&2; exit 1; }
+/usr/bin/python3 - "$json.peer" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert doc["results"] and all(r["verified"] for r in doc["results"]), doc["results"]
+(peer,) = doc["peers"]
+assert peer["peer"] == "nixl" and "cannot run" in peer["error"], peer
+assert not any("peer_runs" in r for r in doc["results"])
+print("fabric_bench_smoke: a missing peer is reported, not fatal")
+PY
+rm -f "$json.peer"
