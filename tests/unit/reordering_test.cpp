@@ -210,6 +210,9 @@ TEST_F(Reordering, MillionImmediatesCountedExactlyThroughShuffledCompletions) {
   EngineConfig config;
   config.provider = "shm";
   config.domains_per_group = 2;
+  // Nothing here may fail: a slow sanitizer build on a loaded box must not
+  // turn a late completion into Errc::timeout.
+  config.request_timeout = std::chrono::minutes(5);
   auto created = TransferEngine::create(config);
   ASSERT_TRUE(created.ok()) << created.status().to_string();
   auto engine = std::move(created).value();
@@ -352,7 +355,10 @@ TEST_F(Reordering, MillionImmediatesCountedExactlyThroughShuffledCompletions) {
   ASSERT_FALSE(submit_failed);
   ASSERT_TRUE(ledger.wait_all(kWait)) << ledger.delivered() << " of " << ledger.size();
   const std::uint64_t via_counter = streams[1].requests / 2 + streams[1].requests % 2;
-  ASSERT_TRUE(shared_counter->wait(via_counter, kWait).ok());
+  const Status counted_status = shared_counter->wait(via_counter, kWait);
+  ASSERT_TRUE(counted_status.ok()) << counted_status.to_string() << "; "
+                                   << shared_counter->succeeded() << " ok, "
+                                   << shared_counter->failed() << " failed of " << via_counter;
   ASSERT_TRUE((*other)->wait(expected_other, kWait).ok()) << (*other)->value();
 
   for (std::size_t i = early; i < expectation_sizes.size(); ++i) ASSERT_TRUE(expect(i).ok());
