@@ -78,7 +78,7 @@ class ProviderTest : public ::testing::TestWithParam<std::string> {
   void SetUp() override { FABRIC_SKIP_IF_UNAVAILABLE(provider()); }
   [[nodiscard]] const std::string& provider() const { return GetParam(); }
   [[nodiscard]] EngineConfig config() const { return engine_config(provider()); }
-  [[nodiscard]] bool ip_provider() const { return provider() == "tcp" || provider() == "sockets"; }
+  [[nodiscard]] bool ip_provider() const { return provider() == "tcp" || provider() == "sockets" || provider() == "udp"; }
 };
 
 inline std::string provider_param_name(const ::testing::TestParamInfo<std::string>& info) {
@@ -120,7 +120,7 @@ std::unique_ptr<TransferEngine> child_engine(const EngineConfig& config);
 }  // namespace fabric::conformance
 
 #define FABRIC_INSTANTIATE_PROVIDERS(Suite)                                              \
-  INSTANTIATE_TEST_SUITE_P(Providers, Suite, ::testing::Values("shm", "tcp", "sockets", "verbs"), \
+  INSTANTIATE_TEST_SUITE_P(Providers, Suite, ::testing::Values("shm", "tcp", "sockets", "udp", "verbs"), \
                            ::fabric::conformance::provider_param_name)
 
 #define ASSERT_OK(value) ASSERT_TRUE(::fabric::conformance::is_ok(value))

@@ -225,7 +225,7 @@ std::string group_param_name(const ::testing::TestParamInfo<Param>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, GroupTest,
-                         ::testing::Combine(::testing::Values("shm", "tcp", "sockets", "verbs"),
+                         ::testing::Combine(::testing::Values("shm", "tcp", "sockets", "udp", "verbs"),
                                             ::testing::Values(1u, 2u)),
                          group_param_name);
 
