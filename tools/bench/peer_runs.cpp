@@ -67,7 +67,7 @@ nlohmann::json last_json_object(const std::string& text) {
 
 PeerRun run_one(const Options& opt, const std::string& peer, const std::string& transport,
                 const std::set<std::uint64_t>& singles, const std::set<std::uint64_t>& pages) {
-  PeerRun run{peer, transport, "", "", {}};
+  PeerRun run{peer, transport, "", "", "", {}};
   const std::uint32_t reps = opt.reps != 0 ? opt.reps : (opt.quick ? 1u : 3u);
   // timeout(1) bounds the whole harness even if its peer wedges in a C call.
   const std::string command = fmt::format(
@@ -89,6 +89,7 @@ PeerRun run_one(const Options& opt, const std::string& peer, const std::string& 
     return run;
   }
   run.version = doc.value("version", "");
+  run.network = doc.value("network", "");
   run.error = doc.value("error", "");
   for (const auto& r : doc.value("results", nlohmann::json::array())) {
     run.figures.push_back({r.value("op", ""), r.value("size", std::uint64_t{0}),
@@ -121,7 +122,8 @@ std::vector<PeerRun> run_peers(const Options& opt, const SweepResult& sweep) {
   std::vector<PeerRun> runs;
   for (const std::string& peer : opt.peers) {
     if (singles.empty() && pages.empty()) {
-      runs.push_back({peer, "", "", "no single_write or paged_write rows in this run to repeat", {}});
+      runs.push_back(
+          {peer, "", "", "", "no single_write or paged_write rows in this run to repeat", {}});
       continue;
     }
     runs.push_back(run_one(opt, peer, peer_transport(opt.provider), singles, pages));

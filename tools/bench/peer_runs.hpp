@@ -25,6 +25,7 @@ struct PeerRun {
   std::string peer;       // "mooncake", "nixl"
   std::string transport;  // the peer's own transport: "tcp" or "shm"
   std::string version;
+  std::string network;    // where the peer's processes ran ("private namespace, lo only")
   std::string error;      // empty when it ran; else why it did not (or stopped)
   std::vector<PeerFigure> figures;
 

@@ -181,6 +181,7 @@ void write_json(const Options& opt, const SweepResult& r, const std::vector<Peer
       doc["peers"].push_back({{"peer", p.peer},
                               {"transport", p.transport},
                               {"version", p.version},
+                              {"network", p.network},
                               {"error", p.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.error)}});
     }
   }
