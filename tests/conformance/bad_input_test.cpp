@@ -418,6 +418,10 @@ int guarded_target_main(test::Channel& ch, const EngineConfig& config) {
     auto cmd = ch.recv_string(std::chrono::seconds(90));
     CHILD_REQUIRE(cmd.has_value(), "waiting for a command: " + ch.last_error());
     if (*cmd == "quit") break;
+    // "check 1" follows a write that must land: its immediate may reach this
+    // engine's counter after the writer saw its completion (verbs RC acks
+    // before the target's worker polls), so wait for it, bounded.
+    if (*cmd == "check 1") (void)(*counter)->wait(1, kWait);
     // Region and both guards, and the immediates that arrived.
     const auto result = test::untouched_outside(memory, {});
     CHILD_REQUIRE(ch.send_string(result ? "" : result.message()), ch.last_error());
@@ -513,7 +517,7 @@ void forged_writes(const EngineConfig& base, bool then_genuine) {
   ASSERT_OK(engine->submit_single_write(w, flag));
   const Status genuine = flag->wait(kWait);
   ::testing::Test::RecordProperty("genuine write afterwards", genuine.to_string());
-  ASSERT_TRUE(target.channel().send_string("check"));
+  ASSERT_TRUE(target.channel().send_string(genuine.ok() ? "check 1" : "check"));
   auto report = target.channel().recv_string(kWait);
   ASSERT_TRUE(report.has_value()) << target.channel().last_error();
   auto imms = target.channel().recv_pod<std::uint64_t>(kWait);
