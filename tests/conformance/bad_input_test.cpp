@@ -48,27 +48,9 @@ MrDesc desc_for(const NetAddr& owner, const MrDesc& like, std::uint64_t length) 
   return MrDesc::make(owner, like.base(), length, std::move(keys)).value();
 }
 
-class BadInputTest : public ProviderTest {
+class BadInputTest : public RemoteTargetTest {
  protected:
-  void SetUp() override {
-    ProviderTest::SetUp();
-    if (IsSkipped()) return;
-    target_ = std::make_unique<RemoteTarget>(config(), kDstSize);
-    auto engine = TransferEngine::create(config());
-    ASSERT_OK(engine);
-    engine_ = std::move(engine).value();
-    src_.assign(kSrcSize, std::byte{0x5a});
-    auto reg = engine_->reg_mr(src_.data(), src_.size());
-    ASSERT_OK(reg);
-    src_mr_ = reg->handle;
-    ASSERT_TRUE(target_->connect());
-  }
-  void TearDown() override {
-    if (engine_) engine_->stop();
-    if (target_) {
-      EXPECT_TRUE(target_->finish());
-    }
-  }
+  void SetUp() override { set_up(kDstSize, kSrcSize, std::byte{0x5a}); }
 
   void run(const std::vector<Case>& cases) {
     for (const auto& c : cases) {
@@ -78,24 +60,11 @@ class BadInputTest : public ProviderTest {
     }
   }
 
-  // One valid immediate-only write with the same imm must be the only arrival.
-  void expect_nothing_was_sent() {
-    auto flag = std::make_shared<CompletionFlag>();
-    ASSERT_OK(engine_->submit_imm(kImm, target_->dst(), flag));
-    ASSERT_OK(flag->wait(kWait));
-    EXPECT_EQ(target_->imm_arrivals(kImm, 1), 1u) << "arrivals of the rejected requests' imm";
-    EXPECT_TRUE(target_->untouched());
-    EXPECT_EQ(done_->completed(), 0u) << "on_done ran for a rejected submission";
-  }
+  void expect_nothing_was_sent() { RemoteTargetTest::expect_nothing_was_sent(kImm); }
 
   [[nodiscard]] const MrDesc& dst() const { return target_->dst(); }
   [[nodiscard]] std::uint32_t k() const { return static_cast<std::uint32_t>(engine_->num_domains()); }
 
-  std::unique_ptr<RemoteTarget> target_;
-  std::vector<std::byte> src_;
-  MrHandle src_mr_;
-  std::shared_ptr<CompletionCounter> done_ = std::make_shared<CompletionCounter>();
-  std::unique_ptr<TransferEngine> engine_;
 };
 
 TEST_P(BadInputTest, SingleWrite) {

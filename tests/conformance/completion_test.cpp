@@ -15,27 +15,9 @@ namespace {
 constexpr std::uint64_t kRegion = 64 * 1024;
 constexpr std::uint32_t kImm = 0xc0de;
 
-class CompletionTest : public ProviderTest {
+class CompletionTest : public RemoteTargetTest {
  protected:
-  void SetUp() override {
-    ProviderTest::SetUp();
-    if (IsSkipped()) return;
-    target_ = std::make_unique<RemoteTarget>(config(), kRegion);
-    auto engine = TransferEngine::create(config());
-    ASSERT_OK(engine);
-    engine_ = std::move(engine).value();
-    src_.assign(kRegion, std::byte{0x5a});
-    auto reg = engine_->reg_mr(src_.data(), src_.size());
-    ASSERT_OK(reg);
-    src_mr_ = reg->handle;
-    ASSERT_TRUE(target_->connect());
-  }
-  void TearDown() override {
-    if (engine_) engine_->stop();
-    if (target_) {
-      EXPECT_TRUE(target_->finish());
-    }
-  }
+  void SetUp() override { set_up(kRegion, kRegion, std::byte{0x5a}); }
 
   SingleWrite write(std::uint64_t offset) const {
     SingleWrite w;
@@ -46,10 +28,6 @@ class CompletionTest : public ProviderTest {
     return w;
   }
 
-  std::unique_ptr<RemoteTarget> target_;
-  std::vector<std::byte> src_;
-  MrHandle src_mr_;
-  std::unique_ptr<TransferEngine> engine_;
 };
 
 TEST_P(CompletionTest, CallbackRunsOnceOffTheSubmittingThread) {

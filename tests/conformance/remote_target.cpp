@@ -120,4 +120,35 @@ Status RemoteTarget::dereg() {
   return ::testing::AssertionSuccess();
 }
 
+void RemoteTargetTest::set_up(std::uint64_t dst_size, std::uint64_t src_size,
+                              std::byte src_fill) {
+  ProviderTest::SetUp();
+  if (IsSkipped()) return;
+  target_ = std::make_unique<RemoteTarget>(config(), dst_size);
+  auto engine = TransferEngine::create(config());
+  ASSERT_OK(engine);
+  engine_ = std::move(engine).value();
+  src_.assign(src_size, src_fill);
+  auto reg = engine_->reg_mr(src_.data(), src_.size());
+  ASSERT_OK(reg);
+  src_mr_ = reg->handle;
+  ASSERT_TRUE(target_->connect());
+}
+
+void RemoteTargetTest::TearDown() {
+  if (engine_) engine_->stop();
+  if (target_) {
+    EXPECT_TRUE(target_->finish());
+  }
+}
+
+void RemoteTargetTest::expect_nothing_was_sent(std::uint32_t imm) {
+  auto flag = std::make_shared<CompletionFlag>();
+  ASSERT_OK(engine_->submit_imm(imm, target_->dst(), flag));
+  ASSERT_OK(flag->wait(kWait));
+  EXPECT_EQ(target_->imm_arrivals(imm, 1), 1u) << "arrivals of the rejected requests' imm";
+  EXPECT_TRUE(target_->untouched());
+  EXPECT_EQ(done_->completed(), 0u) << "on_done ran for a rejected submission";
+}
+
 }  // namespace fabric::conformance

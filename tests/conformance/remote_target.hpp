@@ -5,7 +5,9 @@
 // Used where the parent itself submits (validation, stop(), dereg, loopback).
 
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <vector>
 
 #include "fabric/fabric.hpp"
 #include "fabric_test/child_process.hpp"
@@ -38,6 +40,26 @@ class RemoteTarget {
  private:
   ChildProcess child_;
   MrDesc dst_;
+};
+
+// A fixture for tests where this process submits to a RemoteTarget: the
+// target forked first, then this process's engine and a registered source.
+class RemoteTargetTest : public ProviderTest {
+ protected:
+  // Call from SetUp(); skips with the provider's reason where it cannot run.
+  void set_up(std::uint64_t dst_size, std::uint64_t src_size, std::byte src_fill);
+  void TearDown() override;
+
+  // Proves rejected requests sent nothing: one valid immediate-only write
+  // with the same imm must be the only arrival, the region intact, and no
+  // on_done run for the rejected submissions.
+  void expect_nothing_was_sent(std::uint32_t imm);
+
+  std::unique_ptr<RemoteTarget> target_;
+  std::vector<std::byte> src_;
+  MrHandle src_mr_;
+  std::shared_ptr<CompletionCounter> done_ = std::make_shared<CompletionCounter>();
+  std::unique_ptr<TransferEngine> engine_;
 };
 
 }  // namespace fabric::conformance

@@ -49,27 +49,9 @@ bool names(const std::string& message, std::uint64_t value) {
          << "message \"" << st.message() << "\" names none of " << list;
 }
 
-class ValidationTest : public ProviderTest {
+class ValidationTest : public RemoteTargetTest {
  protected:
-  void SetUp() override {
-    ProviderTest::SetUp();
-    if (IsSkipped()) return;
-    target_ = std::make_unique<RemoteTarget>(config(), kDstSize);
-    auto engine = TransferEngine::create(config());
-    ASSERT_OK(engine);
-    engine_ = std::move(engine).value();
-    src_.assign(kSrcSize, std::byte{0x77});
-    auto reg = engine_->reg_mr(src_.data(), src_.size());
-    ASSERT_OK(reg);
-    src_mr_ = reg->handle;
-    ASSERT_TRUE(target_->connect());
-  }
-  void TearDown() override {
-    if (engine_) engine_->stop();
-    if (target_) {
-      EXPECT_TRUE(target_->finish());
-    }
-  }
+  void SetUp() override { set_up(kDstSize, kSrcSize, std::byte{0x77}); }
 
   SingleWrite single(std::uint64_t length, std::uint64_t src_off, std::uint64_t dst_off) const {
     SingleWrite w;
@@ -92,22 +74,8 @@ class ValidationTest : public ProviderTest {
   Status submit(const SingleWrite& w) { return engine_->submit_single_write(w, OnDone(done_)); }
   Status submit(const PagedWrite& w) { return engine_->submit_paged_writes(w, OnDone(done_)); }
 
-  // Proves the rejected requests sent nothing: one valid immediate-only
-  // write with the same imm must be the only arrival, and the region intact.
-  void expect_nothing_was_sent() {
-    auto flag = std::make_shared<CompletionFlag>();
-    ASSERT_OK(engine_->submit_imm(kImm, target_->dst(), flag));
-    ASSERT_OK(flag->wait(kWait));
-    EXPECT_EQ(target_->imm_arrivals(kImm, 1), 1u) << "arrivals of the rejected requests' imm";
-    EXPECT_TRUE(target_->untouched());
-    EXPECT_EQ(done_->completed(), 0u) << "on_done ran for a rejected submission";
-  }
+  void expect_nothing_was_sent() { RemoteTargetTest::expect_nothing_was_sent(kImm); }
 
-  std::unique_ptr<RemoteTarget> target_;
-  std::vector<std::byte> src_;
-  MrHandle src_mr_;
-  std::shared_ptr<CompletionCounter> done_ = std::make_shared<CompletionCounter>();
-  std::unique_ptr<TransferEngine> engine_;
 };
 
 TEST_P(ValidationTest, SingleWriteRangesAreCheckedBeforeAnythingIsSent) {
