@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libfabric-dev libfabric-bin
   libfmt-dev libspdlog-dev libcli11-dev nlohmann-json3-dev libconcurrentqueue-dev
-  libhwloc-dev libibverbs-dev
+  libhwloc-dev libibverbs-dev zlib1g-dev
   googletest libgtest-dev libgmock-dev
   python3-matplotlib
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest python3-pytest-timeout
