@@ -60,16 +60,27 @@ SimResult simulate(const Schedule& s, const SimConfig& cfg) {
   const std::size_t links = static_cast<std::size_t>(T) + s.inference_ranks;
   const auto G = std::max<std::size_t>(1, s.group_names.size());
   for (std::size_t g = 0; g < G; ++g) {
-    std::vector<std::vector<const WriteOp*>> queue(T);
+    // A chunk's scales follow its data to the same receiver: one flow.
+    struct Item {
+      std::uint32_t inference, chunk;
+      std::uint64_t length;
+    };
+    std::vector<std::vector<Item>> queue(T);
     for (const auto& op : s.writes) {
-      if (op.group == g) queue[op.trainer].push_back(&op);
+      if (op.group != g) continue;
+      auto& q = queue[op.trainer];
+      if (op.scale && !q.empty() && q.back().chunk == op.chunk && q.back().inference == op.inference) {
+        q.back().length += op.length;
+      } else {
+        q.push_back({op.inference, op.chunk, op.length});
+      }
     }
     std::vector<std::size_t> next(T, 0);
     std::vector<std::uint64_t> in_flight(T, 0);
     std::vector<Flow> flows;
     auto admit = [&](std::uint32_t t) {
       while (next[t] < queue[t].size()) {
-        const WriteOp* op = queue[t][next[t]];
+        const Item* op = &queue[t][next[t]];
         if (in_flight[t] > 0 && in_flight[t] + op->length > cfg.window_bytes) break;
         in_flight[t] += op->length;
         flows.push_back({t, T + op->inference, static_cast<double>(op->length), 0, t, op->length});
