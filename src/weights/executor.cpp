@@ -39,6 +39,7 @@ struct Executor::Impl {
   Status first_error;
   std::uint64_t version = 0;
   bool started = false;
+  bool abandoned = false;
   ExecutorStats stats;
 
   Impl(TransferEngine& e, Schedule sched, ExecutorConfig c, ExecutorPeers p)
@@ -105,13 +106,15 @@ struct Executor::Impl {
   }
 };
 
-Executor::Executor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Executor::Executor(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Executor::~Executor() {
-  if (!impl_) return;
+  if (!impl_ || impl_->abandoned) return;
   (void)impl_->wait_drained();
   if (impl_->staging.handle.valid()) (void)impl_->engine.dereg_mr(impl_->staging.handle);
 }
+
+void Executor::abandon() noexcept { impl_->abandoned = true; }
 
 Result<std::unique_ptr<Executor>> Executor::create(TransferEngine& engine, Schedule schedule,
                                                    ExecutorConfig config, ExecutorPeers peers) {
@@ -136,7 +139,7 @@ Result<std::unique_ptr<Executor>> Executor::create(TransferEngine& engine, Sched
                              d.empty() ? 0 : d.size(), schedule.arena_bytes[r]));
     }
   }
-  auto impl = std::make_unique<Impl>(engine, std::move(schedule), config, std::move(peers));
+  auto impl = std::make_shared<Impl>(engine, std::move(schedule), config, std::move(peers));
   const Schedule& s = impl->s;
   impl->plan.assign(s.targets.size(), {});
   std::uint64_t largest = 0;
@@ -225,12 +228,12 @@ Status Executor::send_target(std::uint32_t target, std::span<const SourceView> s
     const std::uint64_t block = *off;
     const std::uint64_t len = c.bytes + c.scale_bytes;
     auto refs = std::make_shared<std::atomic<std::size_t>>(writes.size());
-    auto done = [&m, refs, block, len](const Status& s) {
-      std::lock_guard lock(m.mu);
-      if (!s.ok() && m.first_error.ok()) m.first_error = s;
-      --m.outstanding;
-      if (refs->fetch_sub(1) == 1) m.release(block, len);
-      m.cv.notify_all();
+    auto done = [self = impl_, refs, block, len](const Status& s) {
+      std::lock_guard lock(self->mu);
+      if (!s.ok() && self->first_error.ok()) self->first_error = s;
+      --self->outstanding;
+      if (refs->fetch_sub(1) == 1) self->release(block, len);
+      self->cv.notify_all();
     };
     if (!st.ok()) {
       std::lock_guard lock(m.mu);

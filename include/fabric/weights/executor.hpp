@@ -76,11 +76,15 @@ class Executor {
 
   [[nodiscard]] ExecutorStats stats() const;
 
+  // The engine has stopped (every write's completion was delivered): forget
+  // the staging registration instead of deregistering it on destruction.
+  void abandon() noexcept;
+
   struct Impl;
 
  private:
-  explicit Executor(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  explicit Executor(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;  // completions hold it too
 };
 
 // Prepares chunk c: its data into `out` (c.bytes) and scales into
