@@ -63,6 +63,57 @@ py::dict baseline_json(const std::string& input, const std::string& schedule, do
   return d;
 }
 
+std::vector<SourceView> views_of(const py::list& views, std::vector<py::buffer_info>& keep) {
+  std::vector<SourceView> vs;
+  keep.reserve(py::len(views));
+  for (const auto& item : views) {
+    auto t = item.cast<py::tuple>();
+    py::buffer buf = t[1].cast<py::buffer>();
+    keep.push_back(buf.request());
+    const auto& info = keep.back();
+    SourceView v;
+    v.name = t[0].cast<std::string>();
+    v.data = static_cast<const std::byte*>(info.ptr);
+    v.dtype = take(parse_dtype(t[2].cast<std::string>()));
+    v.region = Box{t[3].cast<Shape>(), t[4].cast<Shape>()};
+    const auto need = static_cast<py::ssize_t>(v.region.numel() * dtype_size(v.dtype));
+    if (info.size * info.itemsize < need) {
+      raise_error(Errc::invalid_argument, ("view of '" + v.name + "' is smaller than its region").c_str());
+    }
+    vs.push_back(std::move(v));
+  }
+  return vs;
+}
+
+// Every image of the schedule (data then scales), from whole-tensor views: the rank-0 baseline.
+std::vector<py::bytes> prepare_images_json(const std::string& schedule, const py::list& views) {
+  auto s = take(Schedule::from_json(schedule));
+  std::vector<py::buffer_info> keep;
+  auto vs = views_of(views, keep);
+  std::vector<py::bytes> out;
+  for (std::uint32_t i = 0; i < s.images.size(); ++i) {
+    const auto& t = s.targets[s.images[i].target];
+    std::vector<const SourceView*> parts;
+    for (const auto& src : t.sources) {
+      const SourceView* found = nullptr;
+      for (const auto& v : vs) {
+        if (v.name == src) found = &v;
+      }
+      parts.push_back(found);
+    }
+    std::vector<std::byte> buf(s.images[i].bytes + s.images[i].scale_bytes);
+    Status st;
+    {
+      py::gil_scoped_release release;
+      st = prepare_image(s, i, parts, std::span(buf).first(s.images[i].bytes),
+                         std::span(buf).subspan(s.images[i].bytes));
+    }
+    check(st);
+    out.emplace_back(reinterpret_cast<const char*>(buf.data()), buf.size());
+  }
+  return out;
+}
+
 // The executor and the Engine it posts through; every call goes through the
 // engine's call_released, so none reaches an engine that stopped.
 class PyExecutor {
@@ -94,24 +145,8 @@ class PyExecutor {
 
   // views: (name, buffer, dtype, lo, hi) per part: the rank's values of region [lo, hi).
   void send_target(std::uint32_t target, const py::list& views) {
-    std::vector<SourceView> vs;
     std::vector<py::buffer_info> keep;
-    for (const auto& item : views) {
-      auto t = item.cast<py::tuple>();
-      py::buffer buf = t[1].cast<py::buffer>();
-      keep.push_back(buf.request());
-      const auto& info = keep.back();
-      SourceView v;
-      v.name = t[0].cast<std::string>();
-      v.data = static_cast<const std::byte*>(info.ptr);
-      v.dtype = take(parse_dtype(t[2].cast<std::string>()));
-      v.region = Box{t[3].cast<Shape>(), t[4].cast<Shape>()};
-      const auto need = static_cast<py::ssize_t>(v.region.numel() * dtype_size(v.dtype));
-      if (info.size * info.itemsize < need) {
-        raise_error(Errc::invalid_argument, ("view of '" + v.name + "' is smaller than its region").c_str());
-      }
-      vs.push_back(std::move(v));
-    }
+    auto vs = views_of(views, keep);
     run([&] { return ex_->send_target(target, vs); });
   }
 
@@ -160,6 +195,8 @@ void bind_weights(py::module_& parent) {
         py::arg("window_bytes") = 256ull << 20, "Runs the schedule through the fluid NIC model.");
   m.def("baseline_estimate", &baseline_json, py::arg("input_json"), py::arg("schedule_json"),
         py::arg("nic_bytes_per_s"), "The rank-0 gather/broadcast/scatter baseline on the same NIC model.");
+  m.def("prepare_images", &prepare_images_json, py::arg("schedule_json"), py::arg("views"),
+        "Every image of the schedule (data then scales) from whole-tensor views (the rank-0 baseline).");
   m.def("data_imm", &data_imm, py::arg("version"));
   m.def("barrier_imm", &barrier_imm, py::arg("version"), py::arg("group"));
   py::class_<PyExecutor>(m, "Executor", "The trainer side of updates (docs/weights.md).")

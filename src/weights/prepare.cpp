@@ -196,4 +196,21 @@ Status prepare_chunk(const Schedule& s, const Chunk& c, std::span<const SourceVi
   return {};
 }
 
+Status prepare_image(const Schedule& s, std::uint32_t image, std::span<const SourceView* const> sources,
+                     std::span<std::byte> out, std::span<std::byte> scale_out) {
+  if (image >= s.images.size()) return Status(Errc::invalid_argument, fmt::format("image {} of {}", image, s.images.size()));
+  const Image& img = s.images[image];
+  if (out.size() < img.bytes || scale_out.size() < img.scale_bytes) {
+    return Status(Errc::invalid_argument, "image output too small");
+  }
+  for (const Chunk& c : s.chunks) {
+    if (c.image != image) continue;
+    if (auto st = prepare_chunk(s, c, sources, out.subspan(c.offset, c.bytes), scale_out.subspan(c.scale_offset, c.scale_bytes));
+        !st.ok()) {
+      return st;
+    }
+  }
+  return {};
+}
+
 }  // namespace fabric::weights

@@ -94,4 +94,9 @@ Status prepare_chunk(const Schedule& schedule, const Chunk& c,
                      std::span<const SourceView* const> sources, std::span<std::byte> out,
                      std::span<std::byte> scale_out);
 
+// Prepares a whole image (every chunk of it): what a rank-0 baseline ships.
+Status prepare_image(const Schedule& schedule, std::uint32_t image,
+                     std::span<const SourceView* const> sources, std::span<std::byte> out,
+                     std::span<std::byte> scale_out);
+
 }  // namespace fabric::weights
