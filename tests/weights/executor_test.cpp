@@ -46,6 +46,21 @@ struct Cluster {
       peers.trainer_barriers.push_back(reg->desc);
     }
   }
+
+  // One executor per trainer engine.
+  std::vector<std::unique_ptr<Executor>> executors(std::chrono::milliseconds timeout, std::uint64_t watermark) {
+    std::vector<std::unique_ptr<Executor>> ex;
+    for (std::uint32_t t = 0; t < 4; ++t) {
+      ExecutorConfig cfg;
+      cfg.rank = t;
+      cfg.watermark_bytes = watermark;
+      cfg.timeout = timeout;
+      auto e = Executor::create(*trainers[t], s, cfg, peers);
+      EXPECT_TRUE(e.ok()) << e.status().to_string();
+      ex.push_back(std::move(e).value());
+    }
+    return ex;
+  }
 };
 
 // Runs one update on trainer rank t with whole-tensor views (what prepare's
@@ -82,16 +97,7 @@ Status run_update(Executor& ex, const PlanInput& in, const Globals& g, std::uint
 
 TEST(Executor, FourTrainersFillTwoInferenceRanksByteForByteOverSeveralVersions) {
   Cluster c;
-  std::vector<std::unique_ptr<Executor>> ex;
-  for (std::uint32_t t = 0; t < 4; ++t) {
-    ExecutorConfig cfg;
-    cfg.rank = t;
-    cfg.watermark_bytes = 1 << 20;
-    cfg.timeout = 10000ms;
-    auto e = Executor::create(*c.trainers[t], c.s, cfg, c.peers);
-    ASSERT_TRUE(e.ok()) << e.status().to_string();
-    ex.push_back(std::move(e).value());
-  }
+  auto ex = c.executors(10000ms, 1 << 20);
   for (std::uint64_t v = 1; v <= 3; ++v) {
     auto g = make_globals(c.in, static_cast<int>(v));
     std::vector<std::shared_ptr<ImmCounter>> counters;
@@ -117,13 +123,7 @@ TEST(Executor, FourTrainersFillTwoInferenceRanksByteForByteOverSeveralVersions) 
 
 TEST(Executor, AMissingTrainerFailsTheUpdateOnEveryRankInBoundedTime) {
   Cluster c;
-  std::vector<std::unique_ptr<Executor>> ex;
-  for (std::uint32_t t = 0; t < 4; ++t) {
-    ExecutorConfig cfg;
-    cfg.rank = t;
-    cfg.timeout = 1500ms;
-    ex.push_back(Executor::create(*c.trainers[t], c.s, cfg, c.peers).value());
-  }
+  auto ex = c.executors(1500ms, ExecutorConfig{}.watermark_bytes);
   auto g = make_globals(c.in, 9);
   std::vector<std::shared_ptr<ImmCounter>> counters;
   for (int r = 0; r < 2; ++r) counters.push_back(*c.inference[r]->imm_counter(data_imm(1)));
