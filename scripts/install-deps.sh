@@ -11,7 +11,9 @@ packages=(
   googletest libgtest-dev libgmock-dev
   python3-matplotlib
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest python3-pytest-timeout
-  python3-torch
+  python3-torch python3-pip
+  # tools/netbed: namespaces, veth, tc (iproute2); its --loss rule (nftables).
+  iproute2 nftables
 )
 # scripts/run-fuzzers.sh also needs clang and its libFuzzer runtime.
 if [[ "${1:-}" == fuzz ]]; then
@@ -22,7 +24,13 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+python_packages() {
+  # ml_dtypes (PyPI): the independent FP8 reference of python/tests/test_weights.py. 0.5.4 runs
+  # on Debian's numpy 1.24; --no-deps keeps pip from replacing that numpy (torch needs it).
+  /usr/bin/python3 -c "import ml_dtypes" 2>/dev/null ||
+    /usr/bin/python3 -m pip install -q --break-system-packages --no-deps "ml_dtypes==0.5.4"
+}
+[ ${#missing[@]} -eq 0 ] && { python_packages; exit 0; }
 
 echo "installing: ${missing[*]}"
 sudo=""
@@ -30,3 +38,4 @@ sudo=""
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -q
 $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+python_packages
