@@ -103,7 +103,7 @@ def run_bench(bed, args, k, op, port):
             out = f.name
         window = "8" if op == "single_write" else "32"  # paged: window/16 batches of 1024 pages
         client = bed.run(0, [args.bench, "--connect", listen, *common, "--ops", op,
-                             "--round-mib", str(args.round_mib), "--window", window,
+                             "--round-mib", str(args.round_mib * k), "--window", window,
                              "--reps", str(args.reps), "--json", out],
                          capture_output=True, text=True, timeout=3600)
         after = bed.counters(0)
@@ -131,7 +131,8 @@ def main():
     p.add_argument("--provider", default="tcp")
     p.add_argument("--rate", default="250mbit")
     p.add_argument("--nics", default="1,2,4")
-    p.add_argument("--round-mib", type=int, default=128)
+    p.add_argument("--round-mib", type=int, default=128,
+                   help="MiB per measured round and NIC: rounds last as long at every K")
     p.add_argument("--reps", type=int, default=2)
     p.add_argument("--stream-mib", type=int, default=64, help="per NIC, TCP counterpart")
     p.add_argument("--json", required=True)
