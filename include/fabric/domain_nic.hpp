@@ -17,7 +17,7 @@ struct DomainNic {
   // ("rdmap16s27-rdm", "nic1", "shm") or the verbs device ("mlx5_0").
   std::string device;
 
-  // "nic1 198.18.1.1 (domain nic1)", for logs and fabric-info.
+  // For logs and fabric-info: "nic1 198.18.1.1", "rdmap16s27-rdm".
   [[nodiscard]] std::string to_string() const;
 };
 

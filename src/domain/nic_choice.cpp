@@ -36,12 +36,15 @@ namespace {
 
 bool is_ip_literal(const std::string& text) {
   in6_addr buf{};
-  return inet_pton(AF_INET, text.c_str(), &buf) == 1 || inet_pton(AF_INET6, text.c_str(), &buf) == 1;
+  return inet_pton(AF_INET, text.c_str(), &buf) == 1 ||
+         inet_pton(AF_INET6, text.c_str(), &buf) == 1;
 }
 
 std::string list_for_error(const std::vector<HostAddress>& all) {
   std::string s;
-  for (const auto& a : all) s += fmt::format("{}{} {}", s.empty() ? "" : ", ", a.interface, a.address);
+  for (const auto& a : all) {
+    s += fmt::format("{}{} {}", s.empty() ? "" : ", ", a.interface, a.address);
+  }
   return s.empty() ? "none" : s;
 }
 

@@ -284,7 +284,8 @@ class NetbedEngineTest : public ::testing::TestWithParam<std::string> {
         [&b, cfg, bytes](Channel& ch) { return target_main(ch, b, cfg, bytes); }, kChildLifetime);
     writer_ = test::spawn_child(
         [&b, cfg, bytes](Channel& ch) { return writer_main(ch, b, cfg, bytes); }, kChildLifetime);
-    for (auto [child, host] : {std::pair{&target_, kTargetHost}, std::pair{&writer_, kWriterHost}}) {
+    for (auto [child, host] :
+         {std::pair{&target_, kTargetHost}, std::pair{&writer_, kWriterHost}}) {
       for (int k = 0; k < kNics; ++k) {
         auto got = child->channel().recv_string();
         ASSERT_TRUE(got) << "host " << host << ": " << child->channel().last_error() << " ("

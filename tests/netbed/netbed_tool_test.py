@@ -59,6 +59,22 @@ def read_line(proc, timeout=BOUND):
     return proc.stdout.readline().strip()
 
 
+def send_over(bed, address, nbytes):
+    """h0 sends nbytes over TCP to h1 at `address`; returns what h1 counted."""
+    server = bed.popen(1, [sys.executable, "-c", SERVER, address], stdout=subprocess.PIPE,
+                       text=True)
+    try:
+        if read_line(server) != "ready":
+            raise AssertionError("the server in h1 did not start")
+        bed.run(0, [sys.executable, "-c", CLIENT, address, str(nbytes)], check=True,
+                timeout=BOUND)
+        return read_line(server)
+    finally:
+        server.kill()
+        server.wait(BOUND)
+        server.stdout.close()
+
+
 class NetbedToolTest(unittest.TestCase):
     def setUp(self):
         self.before = root_namespace_view()
@@ -111,17 +127,7 @@ class NetbedToolTest(unittest.TestCase):
         self.assertNotIn("default", routes)
         # Bytes sent to h1's nic1 address leave h0 by nic1 and nothing else.
         before = bed.counters(0)
-        server = bed.popen(1, [sys.executable, "-c", SERVER, bed.address(1, 1)],
-                           stdout=subprocess.PIPE, text=True)
-        try:
-            self.assertEqual(read_line(server), "ready")
-            bed.run(0, [sys.executable, "-c", CLIENT, bed.address(1, 1), str(4 << 20)],
-                    check=True, timeout=BOUND)
-            self.assertEqual(read_line(server), str(4 << 20))
-        finally:
-            server.kill()
-            server.wait(BOUND)
-            server.stdout.close()
+        self.assertEqual(send_over(bed, bed.address(1, 1), 4 << 20), str(4 << 20))
         after = bed.counters(0)
         self.assertGreaterEqual(after["nic1"]["tx_bytes"] - before["nic1"]["tx_bytes"], 4 << 20)
         self.assertLess(after["nic0"]["tx_bytes"] - before["nic0"]["tx_bytes"], 4096)
@@ -202,17 +208,7 @@ class NetbedToolTest(unittest.TestCase):
         netbed("up", "--name", n, "--hosts", "2", "--nics", "1", "--rate", "400mbit",
                "--loss", "2%")
         bed = testbed.Testbed.attach(n)
-        server = bed.popen(1, [sys.executable, "-c", SERVER, bed.address(1, 0)],
-                           stdout=subprocess.PIPE, text=True)
-        try:
-            self.assertEqual(read_line(server), "ready")
-            bed.run(0, [sys.executable, "-c", CLIENT, bed.address(1, 0), str(2 << 20)],
-                    check=True, timeout=BOUND)
-            self.assertEqual(read_line(server), str(2 << 20))
-        finally:
-            server.kill()
-            server.wait(BOUND)
-            server.stdout.close()
+        self.assertEqual(send_over(bed, bed.address(1, 0), 2 << 20), str(2 << 20))
         self.assertGreater(bed.dropped_by_loss(), 0)
 
 

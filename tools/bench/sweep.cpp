@@ -42,8 +42,11 @@ std::vector<std::uint64_t> page_sizes(bool quick) {
 
 // Enough bytes per round that the fixed costs (pipe round trip, first-write
 // connection set-up) fade; bounded so slow providers still finish.
-std::uint64_t iterations_for(std::uint64_t bytes_per_op, bool quick, std::uint64_t round_mib = 0) {
-  if (round_mib != 0) return std::clamp<std::uint64_t>((round_mib << 20) / bytes_per_op, 4, 20000);
+// --round-mib replaces the budget (rate-limited links need smaller rounds).
+std::uint64_t iterations_for(std::uint64_t bytes_per_op, bool quick, std::uint64_t round_mib) {
+  if (round_mib != 0) {
+    return std::clamp<std::uint64_t>((round_mib << 20) / bytes_per_op, 4, 20000);
+  }
   const std::uint64_t budget = quick ? (16ull << 20) : (1ull << 30);
   return std::clamp<std::uint64_t>(budget / bytes_per_op, quick ? 4 : 16, 20000);
 }
@@ -76,7 +79,7 @@ class Session {
     if (!group) throw std::runtime_error("add_peer_group: " + group.status().to_string());
     ScatterRound r;
     r.slice = 64u << 10;
-    r.count = std::min<std::uint64_t>(iterations_for(r.slice * npeers, opt_.quick, opt_.round_mib), 5000);
+    r.count = std::min<std::uint64_t>(iterations(r.slice * npeers), 5000);
     Row row{"scatter", r.slice, npeers, r.count, {}, {}, s_.raw.has_value()};
     std::vector<fabric::PostTiming> timings;
     for (std::uint32_t rep = 0; rep < reps(); ++rep) {
@@ -120,7 +123,7 @@ class Session {
     r.size = size;
     r.pages = paged ? opt_.pages : 0;
     r.window = paged ? std::max<std::uint32_t>(1, opt_.window / 16) : opt_.window;
-    r.count = iterations_for(size * (paged ? r.pages : 1), opt_.quick, opt_.round_mib);
+    r.count = iterations(size * (paged ? r.pages : 1));
     if (std::uint64_t{r.pages} * size > s_.buf.size || size > s_.buf.size) {
       throw std::runtime_error("buffer too small for " + op);
     }
@@ -168,7 +171,7 @@ class Session {
     WriteRound r;
     r.size = size;
     r.window = opt_.window;
-    r.count = std::min<std::uint64_t>(iterations_for(size, opt_.quick, opt_.round_mib), opt_.quick ? 2000 : 20000);
+    r.count = std::min<std::uint64_t>(iterations(size), opt_.quick ? 2000 : 20000);
     Row row{"sendrecv", size, 1, r.count, {}, {}, true};
     row.has_raw = false;
     for (std::uint32_t rep = 0; rep < reps(); ++rep) {
@@ -190,6 +193,9 @@ class Session {
     for (Link* l : links_) l->send("bye");
   }
   std::uint32_t reps() const { return opt_.reps != 0 ? opt_.reps : (opt_.quick ? 1 : 3); }
+  std::uint64_t iterations(std::uint64_t bytes_per_op) const {
+    return iterations_for(bytes_per_op, opt_.quick, opt_.round_mib);
+  }
 
  private:
   void append_timings(std::vector<fabric::PostTiming>& into) {

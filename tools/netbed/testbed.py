@@ -70,7 +70,26 @@ def unavailable_reason() -> Optional[str]:
             return f"netbed needs `{tool}` (Debian package iproute2)"
     if not os.path.isdir("/proc/self/ns") or not os.path.exists("/proc/self/ns/net"):
         return "this kernel has no network namespaces"
-    return None
+    return _probe()
+
+
+def _probe() -> Optional[str]:
+    """Root is not enough (a container may lack CAP_SYS_ADMIN, veth or tbf):
+    build the smallest piece of a testbed for real, then remove it."""
+    ns = f"netbedprobe{os.getpid()}-sw"
+    steps = (["ip", "netns", "add", ns],
+             ["ip", "-n", ns, "link", "add", "name", "p0", "type", "veth", "peer", "name", "p1"],
+             ["ip", "-n", ns, "link", "add", "name", "b0", "type", "bridge"],
+             ["tc", "-n", ns, "qdisc", "add", "dev", "p0", "root", *_tbf("100mbit", 1500)])
+    try:
+        for argv in steps:
+            proc = subprocess.run(argv, capture_output=True, text=True)
+            if proc.returncode != 0:
+                return (f"cannot build a testbed here: `{' '.join(argv)}` failed: "
+                        f"{proc.stderr.strip()}")
+        return None
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
 @dataclass

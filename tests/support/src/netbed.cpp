@@ -59,12 +59,16 @@ ToolRun run_tool(const std::vector<std::string>& args) {
 }  // namespace
 
 std::string Netbed::unavailable_reason() {
-  if (::access(FABRIC_NETBED_TOOL, R_OK) != 0) return std::string("no ") + FABRIC_NETBED_TOOL;
-  const ToolRun run = run_tool({"check"});
-  if (run.exit_code == 0) return {};
-  std::string reason = run.output;
-  while (!reason.empty() && (reason.back() == '\n' || reason.back() == ' ')) reason.pop_back();
-  if (run.exit_code == 127 || reason.empty()) reason = "netbed needs python3 (" + reason + ")";
+  // `check` builds a probe namespace for real: once per process is enough.
+  static const std::string reason = [] {
+    if (::access(FABRIC_NETBED_TOOL, R_OK) != 0) return std::string("no ") + FABRIC_NETBED_TOOL;
+    const ToolRun run = run_tool({"check"});
+    if (run.exit_code == 0) return std::string();
+    std::string why = run.output;
+    while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+    if (run.exit_code == 127 || why.empty()) why = "netbed needs python3 (" + why + ")";
+    return why;
+  }();
   return reason;
 }
 

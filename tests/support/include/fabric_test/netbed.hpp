@@ -31,8 +31,9 @@ struct NicCounters {
 
 class Netbed {
  public:
-  // Why no testbed can be built here (not root, no iproute2, no python3), or
-  // empty when one can. Tests skip with this reason.
+  // Why no testbed can be built here (not root, no iproute2 or python3, or a
+  // probe namespace with a veth and a tbf could not be made, as in a container
+  // without CAP_SYS_ADMIN), or empty when one can. Tests skip with this reason.
   static std::string unavailable_reason();
   // A testbed name unique to this process and `tag`, so that parallel tests
   // and parallel checkouts never share namespaces.
@@ -64,7 +65,8 @@ class Netbed {
   Status down();
 
  private:
-  Netbed(std::string name, NetbedOptions options) : name_(std::move(name)), options_(std::move(options)) {}
+  Netbed(std::string name, NetbedOptions options)
+      : name_(std::move(name)), options_(std::move(options)) {}
   Result<std::string> tool(const std::vector<std::string>& args) const;
 
   std::string name_;
