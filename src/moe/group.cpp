@@ -124,10 +124,10 @@ struct MoeGroup::Impl {
     std::string text;
     if (!dead.empty()) {
       ranks = dead;
-      text = "moe " + what + " (iteration " + std::to_string(epoch) + "): rank(s) " +
+      text = "moe " + what + " (epoch " + std::to_string(epoch) + "): rank(s) " +
              rank_list(ranks) + " reported dead or unreachable by a peer";
     } else {
-      text = "moe " + what + " (iteration " + std::to_string(epoch) + "): nothing from rank(s) " +
+      text = "moe " + what + " (epoch " + std::to_string(epoch) + "): nothing from rank(s) " +
              rank_list(ranks) + " within " + std::to_string(config.timeout.count()) +
              " ms (dead or unreachable)";
     }
@@ -183,7 +183,7 @@ struct MoeGroup::Impl {
         return fail({Errc::malformed, std::string("moe ") + kind_name(kind) + ": " +
                                           std::to_string(c.value()) +
                                           " surplus immediate(s) from rank " + std::to_string(s) +
-                                          " in iteration " + std::to_string(epoch)},
+                                          " in epoch " + std::to_string(epoch)},
                     {s});
       stats.imms_expected += expected[s];
       stats.imms_consumed += expected[s];
@@ -326,7 +326,12 @@ std::byte* MoeGroup::arena(std::uint32_t rank) const noexcept {
 std::uint32_t MoeGroup::epoch() const noexcept { return impl_->epoch; }
 const SendPlan& MoeGroup::send_plan() const noexcept { return impl_->send; }
 const ReceivePlan& MoeGroup::receive_plan() const noexcept { return impl_->recv; }
-GroupStats MoeGroup::stats() const noexcept { return impl_->stats; }
+GroupStats MoeGroup::stats() const noexcept {
+  auto s = impl_->stats;
+  s.submissions = impl_->submitted;
+  s.completions = impl_->done->completed();
+  return s;
+}
 std::uint32_t MoeGroup::imm(ImmKind kind, std::uint32_t source) const noexcept {
   return impl_->imm(kind, source);
 }
@@ -542,7 +547,7 @@ Status MoeGroup::finish_combine() {
   // This rank's WRITEs read its send and exchange regions; they must be done
   // before any peer, told by the barrier, overwrites what they read.
   if (auto st = m.done->wait(m.submitted, m.config.timeout); !st.ok()) {
-    return m.fail({st.code(), "moe: this rank's WRITEs of iteration " + std::to_string(m.epoch) +
+    return m.fail({st.code(), "moe: this rank's WRITEs of epoch " + std::to_string(m.epoch) +
                                   " did not complete: " + st.message()});
   }
   if (!m.peers.empty()) {

@@ -78,6 +78,8 @@ TEST_P(MoeGroupTest, DispatchAndCombineEqualTheDenseReference) {
     EXPECT_LE(report_value(rep, "max_combine_writes"), 1) << rep;
     // Every immediate was expected by a plan and consumed; none left over.
     EXPECT_EQ(report_value(rep, "stray"), 0) << rep;
+    // Every engine request this rank made completed: no pending-send drift.
+    EXPECT_EQ(report_value(rep, "submissions"), report_value(rep, "completions")) << rep;
     if (r == 0) std::printf("[ moe ] %s rank 0: %s\n", c.name.c_str(), rep.c_str());
   }
 }
@@ -110,6 +112,14 @@ const Case kCases[] = {
      ElementType::bf16, ElementType::bf16, 8},
     {"ep2_f32_experts", 2, 4, 32, 2, 16, 2, 1, 1, Routing::uniform, 10, 4, 0, ElementType::f32,
      ElementType::f32, 4},
+    // One rank: no peers, no scatter at all (never an empty one).
+    {"ep1_single_rank", 1, 4, 16, 2, 8, 2},
+    // dp > 1 across nodes over many iterations: private writes go to the token's
+    // destinations only, so no surplus immediate ever carries over.
+    {"ep4_dp2_across_nodes_200_iterations", 4, 8, 16, 4, 16, 2, 2, 1, Routing::random, 200},
+    // 1,000 iterations of changing routings (token counts, -1s, experts) over
+    // both paths (two emulated nodes of two ranks, dp pairs across them).
+    {"ep4_nodes2_dp2_1000_iterations", 4, 12, 24, 4, 16, 3, 2, 2, Routing::random, 1000},
     // More experts than 512 (no cap), private region of 0 (everything overflows).
     {"ep2_600_experts_no_private", 2, 600, 16, 8, 16, 0},
 };

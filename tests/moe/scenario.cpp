@@ -110,7 +110,8 @@ std::string stats_line(const MoeGroup& group) {
     << " bytes=" << s.bytes_posted << " direct_bytes=" << s.direct_bytes
     << " imms=" << s.imms_consumed << " max_dispatch_writes=" << s.max_writes_per_peer_dispatch
     << " max_combine_writes=" << s.max_writes_per_peer_combine
-    << " stray=" << group.stray_immediates();
+    << " stray=" << group.stray_immediates() << " submissions=" << s.submissions
+    << " completions=" << s.completions;
   return o.str();
 }
 

@@ -51,6 +51,8 @@ struct GroupStats {
   std::uint64_t imms_consumed = 0;
   std::uint64_t max_writes_per_peer_dispatch = 0;  // over iterations and inter-node peers
   std::uint64_t max_writes_per_peer_combine = 0;
+  std::uint64_t submissions = 0;     // engine requests (scatters and barriers) submitted
+  std::uint64_t completions = 0;     // of those, completed (equal after quiesce())
 };
 
 class MoeGroup {
