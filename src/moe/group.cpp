@@ -81,6 +81,12 @@ struct MoeGroup::Impl {
   Status error;
   std::vector<std::uint32_t> broken;
   GroupStats stats;
+  Timeline timeline;
+  static std::uint64_t now_ns() {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          Clock::now().time_since_epoch())
+                                          .count());
+  }
 
   [[nodiscard]] std::uint32_t n() const { return config.world_size; }
   [[nodiscard]] std::uint32_t self() const { return config.rank; }
@@ -326,6 +332,7 @@ std::byte* MoeGroup::arena(std::uint32_t rank) const noexcept {
 std::uint32_t MoeGroup::epoch() const noexcept { return impl_->epoch; }
 const SendPlan& MoeGroup::send_plan() const noexcept { return impl_->send; }
 const ReceivePlan& MoeGroup::receive_plan() const noexcept { return impl_->recv; }
+const Timeline& MoeGroup::timeline() const noexcept { return impl_->timeline; }
 GroupStats MoeGroup::stats() const noexcept {
   auto s = impl_->stats;
   s.submissions = impl_->submitted;
@@ -356,6 +363,8 @@ Result<const SendPlan*> MoeGroup::begin_dispatch(std::span<const std::int32_t> t
                                                  std::uint32_t group_tokens) {
   auto& m = *impl_;
   if (auto st = m.check(Phase::idle, "begin_dispatch"); !st.ok()) return st;
+  m.timeline = Timeline{};
+  m.timeline.begin_dispatch = Impl::now_ns();
   if (m.barrier_pending) {
     // Every peer finished reading what this rank wrote last time, and is done
     // with its own buffers that this rank is about to write.
@@ -402,7 +411,9 @@ Status MoeGroup::post_private() {
     scatter.slices.push_back(slice);
     if (!direct) ++m.dispatch_writes[d];
   }
+  m.timeline.peers_posted = static_cast<std::uint32_t>(scatter.slices.size());
   if (auto st = m.submit(std::move(scatter)); !st.ok()) return st;
+  m.timeline.private_posted = Impl::now_ns();
   m.phase = Phase::private_posted;
   return Status::success();
 }
@@ -421,6 +432,7 @@ Result<const ReceivePlan*> MoeGroup::complete_dispatch() {
   const std::uint32_t n = m.n();
   const std::uint32_t self = m.self();
   if (auto st = m.await_imms(ImmKind::routes, std::vector<std::uint32_t>(n, 1)); !st.ok()) return st;
+  m.timeline.routes_in = Impl::now_ns();
   auto plan = plan_receive(m.config, m.epoch,
                            std::span<const std::byte>(m.own.data(), m.own.size()));
   if (!plan.ok()) return m.fail(plan.status());
@@ -442,6 +454,7 @@ Result<const ReceivePlan*> MoeGroup::complete_dispatch() {
     ++m.dispatch_writes[d];
   }
   if (auto st = m.submit(std::move(overflow)); !st.ok()) return st;
+  m.timeline.overflow_posted = Impl::now_ns();
   for (const auto d : m.peers)
     m.stats.max_writes_per_peer_dispatch =
         std::max<std::uint64_t>(m.stats.max_writes_per_peer_dispatch, m.dispatch_writes[d]);
@@ -465,6 +478,7 @@ Result<const ReceivePlan*> MoeGroup::complete_dispatch() {
     return st;
   for (const auto s : direct_sources)
     m.stats.direct_bytes += std::uint64_t{m.recv.counts[std::size_t{s} * n + self]} * own.slot_bytes;
+  m.timeline.tokens_in = Impl::now_ns();
   m.phase = Phase::dispatched;
   return &m.recv;
 }
@@ -490,6 +504,7 @@ Status MoeGroup::post_combine() {
     }
   }
   if (auto st = m.submit(std::move(scatter)); !st.ok()) return st;
+  m.timeline.combine_posted = Impl::now_ns();
   for (const auto d : m.peers)
     m.stats.max_writes_per_peer_combine =
         std::max<std::uint64_t>(m.stats.max_writes_per_peer_combine, m.combine_writes[d]);
@@ -537,6 +552,7 @@ Status MoeGroup::await_combine() {
           "combine rows");
       !st.ok())
     return st;
+  m.timeline.combine_in = Impl::now_ns();
   m.phase = Phase::combined;
   return Status::success();
 }

@@ -55,6 +55,18 @@ struct GroupStats {
   std::uint64_t completions = 0;     // of those, completed (equal after quiesce())
 };
 
+// When the proxy passed each step of the last iteration (steady_clock, ns).
+struct Timeline {
+  std::uint64_t begin_dispatch = 0;   // begin_dispatch entered
+  std::uint64_t private_posted = 0;   // routes + private scatter submitted
+  std::uint64_t routes_in = 0;        // every source's routes counted
+  std::uint64_t overflow_posted = 0;  // overflow scatter submitted
+  std::uint64_t tokens_in = 0;        // every token here
+  std::uint64_t combine_posted = 0;   // combine scatter submitted
+  std::uint64_t combine_in = 0;       // every expert row here
+  std::uint32_t peers_posted = 0;     // slices of the routes + private scatter
+};
+
 class MoeGroup {
  public:
   // Collective: every rank calls it with the same config (but `rank`).
@@ -109,6 +121,7 @@ class MoeGroup {
   [[nodiscard]] std::vector<std::uint32_t> broken_ranks() const;
   [[nodiscard]] Status error() const;
   [[nodiscard]] GroupStats stats() const noexcept;
+  [[nodiscard]] const Timeline& timeline() const noexcept;
   // Immediates counted but not consumed by any phase, over all kinds and
   // sources (the "surplus" a wrong count would leave behind).
   [[nodiscard]] std::uint64_t stray_immediates() const;
