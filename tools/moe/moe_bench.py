@@ -58,39 +58,44 @@ def gloo_dispatch_combine(dist, torch, x, topk, w, world, rank, experts):
     send_counts = torch.tensor([len(ix) for ix in dests], dtype=torch.int64)
     recv_counts = torch.empty(world, dtype=torch.int64)
     dist.all_to_all_single(recv_counts, send_counts)
-    send = torch.cat([x[ix] for ix in dests]).view(torch.int16)
-    recv = torch.empty((int(recv_counts.sum()), x.shape[1]), dtype=torch.int16)
+    send = torch.cat([x[ix] for ix in dests]).view(torch.uint8)
+    recv = torch.empty((int(recv_counts.sum()), 2 * x.shape[1]), dtype=torch.uint8)
     dist.all_to_all_single(recv, send, recv_counts.tolist(), send_counts.tolist())
     t1 = time.perf_counter_ns()
-    # Combine: each (token, k) row goes back (the expert output is the token itself here).
-    rows_back = [int((owner == d).sum()) for d in range(world)]
+    # Combine: each (token, k) row goes back (the expert output is the token itself here),
+    # then the weighted sum in FP32, as fabric's combine does.
+    pairs = [torch.nonzero(owner == d) for d in range(world)]  # (t, k) in token order per rank
+    rows_back = [len(p) for p in pairs]
     pair_counts = torch.tensor(rows_back, dtype=torch.int64)
     recv_pairs = torch.empty(world, dtype=torch.int64)
     dist.all_to_all_single(recv_pairs, pair_counts)
-    back = torch.empty((int(recv_pairs.sum()), x.shape[1]), dtype=torch.int16)
-    ours = torch.empty((sum(rows_back), x.shape[1]), dtype=torch.int16)
+    back = torch.empty((int(recv_pairs.sum()), 2 * x.shape[1]), dtype=torch.uint8)
+    ours = torch.empty((sum(rows_back), 2 * x.shape[1]), dtype=torch.uint8)
     dist.all_to_all_single(ours, back, rows_back, recv_pairs.tolist())
+    tk = torch.cat(pairs)
     out = torch.zeros(x.shape, dtype=torch.float32)
+    out.index_add_(0, tk[:, 0], ours.view(torch.bfloat16).float() * w[tk[:, 0], tk[:, 1]].unsqueeze(1))
     t2 = time.perf_counter_ns()
     return (t1 - t0) / 1e3, (t2 - t1) / 1e3
 
 
-def rank_main(args, rank, world, port, q):
+def rank_main(args, rank, world, port, q, master="127.0.0.1", bind="127.0.0.1"):
     try:
         import torch
         import torch.distributed as dist
 
         from fabric_lib.moe import Buffer
 
-        store = dist.TCPStore("127.0.0.1", port, world, rank == 0, timeout=datetime.timedelta(seconds=120))
+        store = dist.TCPStore(master, port, world, rank == 0, timeout=datetime.timedelta(seconds=120))
         dist.init_process_group("gloo", store=dist.PrefixStore("gloo", store), rank=rank, world_size=world)
         buf = Buffer(rank, world, args.experts, args.hidden, args.tokens, args.top_k, store=store,
                      provider=args.provider, max_private_tokens=args.private, node_size=args.node_size,
                      record_post_timings=True, timeout_ms=60000, request_timeout_ms=60000,
-                     busy_poll=args.busy_poll)
+                     busy_poll=args.busy_poll, bind_address=bind)
         res = {"dispatch_us": [], "combine_us": [], "gloo_dispatch_us": [], "gloo_combine_us": [],
                "first_write_us": [], "routes_to_overflow_us": [], "post_per_peer_us": [],
-               "wire_bytes": [], "min_bytes": []}
+               "wire_bytes": [], "min_bytes": [], "combine_send_us": [], "combine_wait_us": [],
+               "combine_sum_us": [], "dispatch_wait_us": []}
         first_expert = buf.layout["first_expert"]
         for it in range(args.warmup + args.iterations):
             x, topk, w = make_data(args, rank, it)
@@ -118,6 +123,11 @@ def rank_main(args, rank, world, port, q):
             res["gloo_combine_us"].append(gc)
             res["first_write_us"].append((tl["private_posted"] - tl["begin_dispatch"]) / 1e3)
             res["routes_to_overflow_us"].append((tl["overflow_posted"] - tl["routes_in"]) / 1e3)
+            res["dispatch_wait_us"].append((tl["tokens_in"] - tl["private_posted"]) / 1e3)
+            # steady_clock and perf_counter share CLOCK_MONOTONIC on Linux.
+            res["combine_send_us"].append((tl["combine_posted"] - t2) / 1e3)
+            res["combine_wait_us"].append((tl["combine_in"] - tl["combine_posted"]) / 1e3)
+            res["combine_sum_us"].append((t3 - tl["combine_in"]) / 1e3)
             scatters = [t for t in timings if t["kind"] == 4 and t["posts"] > 0]
             if scatters:
                 s = scatters[0]  # the routes + private scatter
@@ -138,32 +148,91 @@ def rank_main(args, rank, world, port, q):
         q.put((rank, {"error": traceback.format_exc()}))
 
 
-def run_ep(args, world):
+class FileQueue:
+    """Where a rank launched inside a netbed host (another process tree) puts its result."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def put(self, item):
+        with open(self.path, "w") as f:
+            json.dump(item, f)
+
+
+def run_ranks_local(args, world):
     port = free_port()
     q = CTX.Queue()
     procs = [CTX.Process(target=rank_main, args=(args, r, world, port, q)) for r in range(world)]
     for p in procs:
         p.start()
     results = {}
-    for _ in range(world):
-        rank, res = q.get(timeout=args.timeout)
+    try:
+        for _ in range(world):
+            rank, res = q.get(timeout=args.timeout)
+            results[rank] = res
+    finally:
+        for p in procs:
+            p.join(timeout=60)
+            if p.is_alive():
+                p.kill()
+    return results
+
+
+def run_ranks_netbed(args, world):
+    """One netbed host per rank (its own namespace and rate-limited NIC); tcp provider."""
+    import subprocess
+    import tempfile
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    sys.path.insert(0, os.path.join(root, "tools", "netbed"))
+    from testbed import Testbed
+
+    name = f"moeb{os.getpid()}"
+    results = {}
+    with Testbed(name, hosts=world, nics=1, rate=args.netbed) as bed, tempfile.TemporaryDirectory() as tmp:
+        master = bed.address(0, 0)
+        port = 29500 + os.getpid() % 1000
+        env_args = ["env", "-u", "FI_TCP_IFACE", "-u", "FI_SOCKETS_IFACE", "GLOO_SOCKET_IFNAME=nic0",
+                    f"PYTHONPATH={os.environ.get('PYTHONPATH', '')}"]
+        procs = []
+        for r in range(world):
+            cmd = env_args + [sys.executable, os.path.abspath(__file__), "--worker", str(r), "--world", str(world),
+                              "--master", master, "--port", str(port), "--bind", bed.address(r, 0),
+                              "--result", os.path.join(tmp, f"{r}.json")] + args.passthrough
+            procs.append(bed.popen(r, cmd))
+        for p in procs:
+            p.wait(timeout=args.timeout)
+        for r in range(world):
+            with open(os.path.join(tmp, f"{r}.json")) as f:
+                rank, res = json.load(f)
+            results[rank] = res
+    return results
+
+
+def run_ep(args, world):
+    results = run_ranks_netbed(args, world) if args.netbed else run_ranks_local(args, world)
+    for rank, res in results.items():
         if "error" in res:
             raise RuntimeError(f"rank {rank} failed:\n{res['error']}")
-        results[rank] = res
-    for p in procs:
-        p.join(timeout=60)
     slowest = lambda key: [max(results[r][key][i] for r in results) for i in range(args.iterations)]  # noqa: E731
     allranks = lambda key: [v for r in results for v in results[r][key]]  # noqa: E731
     lay = results[0]["layout"]
     n, t, r, e = world, args.tokens, args.top_k, args.experts
     paper_bound = n * t * max(r, e // n) * args.hidden * 2
     row = {"ep": world, "hidden": args.hidden, "top_k": r, "tokens": t, "experts": e,
-           "provider": args.provider, "iterations": args.iterations}
-    for key in ["dispatch_us", "combine_us", "gloo_dispatch_us", "gloo_combine_us"]:
+           "provider": args.provider, "iterations": args.iterations,
+           "network": f"netbed, 1 NIC per rank at {args.netbed}" if args.netbed else "loopback (one host)"}
+    res_transfer = {r: [a + b for a, b in zip(results[r]["combine_send_us"], results[r]["combine_wait_us"])]
+                    for r in results}
+    for r in results:
+        results[r]["combine_transfer_us"] = res_transfer[r]
+    for key in ["dispatch_us", "combine_us", "combine_transfer_us", "gloo_dispatch_us", "gloo_combine_us"]:
         v = slowest(key)
         row[key.replace("_us", "_p50_us")] = percentile(v, 50)
         row[key.replace("_us", "_p99_us")] = percentile(v, 99)
-    for key in ["first_write_us", "routes_to_overflow_us", "post_per_peer_us"]:
+    for key in ["first_write_us", "routes_to_overflow_us", "post_per_peer_us", "dispatch_wait_us",
+                "combine_send_us", "combine_wait_us", "combine_sum_us"]:
         row[key.replace("_us", "_p50_us")] = percentile(allranks(key), 50)
     wire = sum(allranks("wire_bytes"))
     minimum = sum(allranks("min_bytes"))
@@ -194,7 +263,7 @@ def plot(rows, path):
     ax.set_xticks(xs, [f"EP={e}" for e in eps])
     ax.set_ylabel("p50 latency (us), slowest rank")
     ax.set_title(f"MoE dispatch/combine, hidden {rows[0]['hidden']}, top-{rows[0]['top_k']}, "
-                 f"{rows[0]['tokens']} tokens/rank ({rows[0]['provider']})")
+                 f"{rows[0]['tokens']} tokens/rank\n{rows[0]['provider']}, {rows[0]['network']}", fontsize=9)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -216,7 +285,29 @@ def main() -> int:
     p.add_argument("--timeout", type=float, default=900)
     p.add_argument("--json", default="moe-bench.json")
     p.add_argument("--plot", default="moe-bench.png")
+    p.add_argument("--netbed", default="", help="run each rank in its own netbed host, NIC rate e.g. 10gbit "
+                   "(tcp provider; needs root, docs/netbed.md)")
+    # Internal: one rank inside a netbed host.
+    p.add_argument("--worker", type=int, default=-1, help=argparse.SUPPRESS)
+    p.add_argument("--world", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--master", default="", help=argparse.SUPPRESS)
+    p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--bind", default="", help=argparse.SUPPRESS)
+    p.add_argument("--result", default="", help=argparse.SUPPRESS)
     args = p.parse_args()
+    shared = ["--hidden", "--top-k", "--tokens", "--experts", "--private", "--node-size", "--provider",
+              "--iterations", "--warmup"]
+    args.passthrough = []
+    for flag in shared:
+        args.passthrough += [flag, str(getattr(args, flag[2:].replace("-", "_")))]
+    if args.busy_poll:
+        args.passthrough.append("--busy-poll")
+    if args.worker >= 0:
+        rank_main(args, args.worker, args.world, args.port, FileQueue(args.result), args.master, args.bind)
+        return 0
+    if args.netbed and args.provider == "shm":
+        args.provider = "tcp"
+        args.passthrough[args.passthrough.index("--provider") + 1] = "tcp"
     os.environ.setdefault("FI_TCP_IFACE", "lo")
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     rows = []

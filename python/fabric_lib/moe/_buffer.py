@@ -82,6 +82,7 @@ class Buffer:
         request_timeout_ms: int = 5000,
         record_post_timings: bool = False,
         busy_poll: bool = False,
+        bind_address: str = "127.0.0.1",
     ) -> None:
         if all_gather is None:
             if store is None:
@@ -102,7 +103,7 @@ class Buffer:
             max_private_tokens=max_private_tokens, dp_size=dp_size, node_size=node_size,
             expert_alignment=expert_alignment, timeout_ms=timeout_ms, host_threads=host_threads,
             request_timeout_ms=request_timeout_ms, record_post_timings=record_post_timings,
-            busy_poll=busy_poll)
+            busy_poll=busy_poll, bind_address=bind_address)
         layout = self._group.layout()
         self.layout = layout
         self.num_local_experts = layout["local_experts"]

@@ -76,9 +76,11 @@ class Group {
         const std::string& combine_input, const std::string& combine_output,
         std::uint32_t max_private_tokens, std::uint32_t dp_size, std::uint32_t node_size,
         std::uint32_t expert_alignment, std::uint32_t timeout_ms, std::uint32_t host_threads,
-        std::uint32_t request_timeout_ms, bool record_post_timings, bool busy_poll) {
+        std::uint32_t request_timeout_ms, bool record_post_timings, bool busy_poll,
+        const std::string& bind_address) {
     EngineConfig ec;
     ec.provider = provider;
+    ec.bind_address = bind_address;
     ec.request_timeout = std::chrono::milliseconds(request_timeout_ms);
     ec.record_post_timings = record_post_timings;
     ec.busy_poll = busy_poll;
@@ -276,7 +278,7 @@ PYBIND11_MODULE(_moe, m) {
                     std::uint32_t, py::function, const std::string&, std::uint32_t, std::uint32_t,
                     const std::string&, const std::string&, std::uint32_t, std::uint32_t,
                     std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t, bool,
-                    bool>(),
+                    bool, const std::string&>(),
            py::arg("rank"), py::arg("world_size"), py::arg("num_experts"), py::arg("hidden"),
            py::arg("max_tokens_per_rank"), py::arg("top_k"), py::arg("all_gather"),
            py::arg("provider") = "shm", py::arg("dispatch_element_bytes") = 2,
@@ -285,7 +287,7 @@ PYBIND11_MODULE(_moe, m) {
            py::arg("dp_size") = 1, py::arg("node_size") = 1, py::arg("expert_alignment") = 1,
            py::arg("timeout_ms") = 10000, py::arg("host_threads") = 1,
            py::arg("request_timeout_ms") = 5000, py::arg("record_post_timings") = false,
-           py::arg("busy_poll") = false)
+           py::arg("busy_poll") = false, py::arg("bind_address") = "127.0.0.1")
       .def("dispatch_send", &Group::dispatch_send, py::arg("x"), py::arg("scales"), py::arg("topk_idx"),
            py::arg("tokens"))
       .def("dispatch_recv", &Group::dispatch_recv, py::arg("recv_x"), py::arg("recv_scales"),
