@@ -1,6 +1,7 @@
 #include "fabric/moe/host_device.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <condition_variable>
 #include <cstring>
@@ -89,9 +90,34 @@ struct HostDevice::Pool {
   bool stopping = false;
 };
 
-HostDevice::HostDevice(MoeGroup& group)
-    : group_(group), pool_(std::make_unique<Pool>(group.config().host_threads)) {}
-HostDevice::~HostDevice() = default;
+HostDevice::HostDevice(MoeGroup& group, ProxyMode mode, TransferEngine* engine)
+    : group_(group), mode_(mode), pool_(std::make_unique<Pool>(group.config().host_threads)) {
+  if (mode_ == ProxyMode::inline_steps) return;
+  proxy_ = std::make_unique<Proxy>(group_);
+  if (mode_ == ProxyMode::watcher) {
+    auto w = engine != nullptr ? proxy_->watch(*engine)
+                               : Result<Watcher>(Status(Errc::invalid_argument, "no engine"));
+    if (w.ok()) watcher_ = std::move(w.value());
+    else mode_ = ProxyMode::thread;  // no watcher: signal the thread directly
+  }
+}
+
+HostDevice::~HostDevice() {
+  watcher_.release();
+  proxy_.reset();
+}
+
+Status HostDevice::notify(ProxyStep step) {
+  if (mode_ == ProxyMode::watcher) {
+    // What a kernel does: one 64-bit store of epoch * 4 + step.
+    std::atomic_ref<std::uint64_t>(*watcher_.word())
+        .store(std::uint64_t{group_.epoch()} * 4 + static_cast<std::uint32_t>(step),
+               std::memory_order_release);
+  } else {
+    proxy_->signal(step);
+  }
+  return Status::success();
+}
 
 namespace {
 Status too_small(const char* what, std::size_t have, std::size_t need) {
@@ -107,6 +133,9 @@ Status HostDevice::dispatch_send(std::span<const std::byte> x, std::span<const f
   if (x.size() < tokens * tb) return too_small("x (bytes)", x.size(), tokens * tb);
   if (scales.size() < std::size_t{tokens} * c.num_scales)
     return too_small("scales", scales.size(), std::size_t{tokens} * c.num_scales);
+  if (proxy_) {
+    if (auto st = proxy_->wait_idle(); !st.ok()) return st;
+  }
   auto plan = group_.begin_dispatch(topk_idx, tokens);
   if (!plan.ok()) return plan.status();
   const SendPlan& p = **plan;
@@ -131,6 +160,11 @@ Status HostDevice::dispatch_send(std::span<const std::byte> x, std::span<const f
     });
   };
   stage(early);
+  if (proxy_) {
+    (void)notify(ProxyStep::private_staged);
+    stage(late);
+    return notify(ProxyStep::all_staged);
+  }
   if (auto st = group_.post_private(); !st.ok()) return st;
   stage(late);
   return group_.mark_staged();
@@ -147,9 +181,12 @@ Status HostDevice::dispatch_recv(std::span<std::byte> recv_x, std::span<float> r
   if (recv_scales.size() < std::size_t{layout.recv_rows} * c.num_scales)
     return too_small("recv_scales", recv_scales.size(), std::size_t{layout.recv_rows} * c.num_scales);
   if (expert_count.size() < local) return too_small("expert_count", expert_count.size(), local);
-  auto plan = group_.complete_dispatch();
-  if (!plan.ok()) return plan.status();
-  const ReceivePlan& p = **plan;
+  if (proxy_) {
+    if (auto st = proxy_->wait_dispatched(); !st.ok()) return st;
+  } else if (auto plan = group_.complete_dispatch(); !plan.ok()) {
+    return plan.status();
+  }
+  const ReceivePlan& p = group_.receive_plan();
   const std::size_t sb = scale_bytes(c);
   pool_->run(p.row_slot.size(), [&](std::size_t b, std::size_t e) {
     for (std::size_t row = b; row < e; ++row) {
@@ -183,6 +220,7 @@ Status HostDevice::combine_send(std::span<const std::byte> expert_out) {
     for (std::size_t i = b; i < e; ++i)
       std::memcpy(arena + layout.exchange_row(i), expert_out.data() + p.gather_row[i] * rb, rb);
   });
+  if (proxy_) return notify(ProxyStep::rows_gathered);  // the proxy copies to node peers too
   // The proxy posts the inter-node WRITEs before any direct copy starts.
   if (auto st = group_.post_combine(); !st.ok()) return st;
   if (auto st = group_.push_combine_direct(); !st.ok()) return st;
@@ -198,7 +236,11 @@ Status HostDevice::combine_recv(std::span<const float> topk_weights, std::span<s
   const std::size_t ob = element_bytes(c.combine_output);
   if (topk_weights.size() < tokens * r) return too_small("topk_weights", topk_weights.size(), tokens * r);
   if (out.size() < tokens * h * ob) return too_small("out (bytes)", out.size(), tokens * h * ob);
-  if (auto st = group_.await_combine(); !st.ok()) return st;
+  if (proxy_) {
+    if (auto st = proxy_->wait_combined(); !st.ok()) return st;
+  } else if (auto st = group_.await_combine(); !st.ok()) {
+    return st;
+  }
   const auto& layout = group_.layout(c.rank);
   const std::byte* arena = group_.arena(c.rank);
   const bool bf16_in = c.combine_input == ElementType::bf16;
@@ -229,7 +271,10 @@ Status HostDevice::combine_recv(std::span<const float> topk_weights, std::span<s
       }
     }
   });
+  if (proxy_) return notify(ProxyStep::rows_consumed);
   return group_.finish_combine();
 }
+
+Status HostDevice::wait_idle() { return proxy_ ? proxy_->wait_idle() : Status::success(); }
 
 }  // namespace fabric::moe

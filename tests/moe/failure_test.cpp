@@ -16,7 +16,8 @@ namespace {
 
 constexpr std::chrono::milliseconds kTimeout{1500};
 
-Scenario dying(std::uint32_t world, std::uint32_t node, std::int32_t victim) {
+Scenario dying(std::uint32_t world, std::uint32_t node, std::int32_t victim,
+              ProxyMode proxy = ProxyMode::inline_steps) {
   Scenario sc;
   auto& m = sc.config;
   m.world_size = world;
@@ -32,6 +33,7 @@ Scenario dying(std::uint32_t world, std::uint32_t node, std::int32_t victim) {
   sc.victim = victim;
   sc.die_at = 3;
   sc.iterations_after_rebuild = 10;
+  sc.proxy = proxy;
   return sc;
 }
 
@@ -72,6 +74,16 @@ TEST(MoeFailure, ADeadRankIsNamedByEverySurvivorWhoThenRebuildWithoutIt) {
 
 TEST(MoeFailure, ADeadNodePeerIsNamedByEverySurvivorWhoThenRebuildWithoutIt) {
   expect_survivors_name_the_victim(dying(4, 2, 1));
+}
+
+}  // namespace
+}  // namespace fabric::moe::test
+
+namespace fabric::moe::test {
+namespace {
+
+TEST(MoeFailure, ADeadRankIsNamedThroughTheProxyThreadToo) {
+  expect_survivors_name_the_victim(dying(4, 2, 3, ProxyMode::watcher));
 }
 
 }  // namespace

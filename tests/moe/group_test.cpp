@@ -31,6 +31,7 @@ struct Case {
   ElementType combine_in = ElementType::bf16;
   ElementType combine_out = ElementType::f32;
   std::uint32_t alignment = 1;
+  ProxyMode proxy = ProxyMode::inline_steps;
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -53,6 +54,7 @@ Scenario scenario_of(const Case& c) {
   m.expert_alignment = c.alignment;
   m.timeout = std::chrono::milliseconds(20000);
   sc.routing = c.routing;
+  sc.proxy = c.proxy;
   sc.iterations = c.iterations;
   sc.seed = 0x5eed0000 + c.world * 131 + c.experts;
   return sc;
@@ -120,6 +122,14 @@ const Case kCases[] = {
     // 1,000 iterations of changing routings (token counts, -1s, experts) over
     // both paths (two emulated nodes of two ranks, dp pairs across them).
     {"ep4_nodes2_dp2_1000_iterations", 4, 12, 24, 4, 16, 3, 2, 2, Routing::random, 1000},
+    // The proxy thread runs the engine-side steps in the background, signalled
+    // directly or through a watched word (the GPU kernels' way).
+    {"ep4_nodes2_proxy_thread", 4, 8, 40, 4, 24, 4, 1, 2, Routing::random, 40, 2, 0,
+     ElementType::bf16, ElementType::f32, 1, ProxyMode::thread},
+    {"ep4_dp2_proxy_watcher", 4, 8, 40, 4, 24, 4, 2, 1, Routing::random, 40, 2, 0,
+     ElementType::bf16, ElementType::f32, 1, ProxyMode::watcher},
+    {"ep8_nodes2_proxy_watcher_300_iterations", 8, 20, 24, 6, 16, 3, 1, 2, Routing::random, 300, 2, 0,
+     ElementType::bf16, ElementType::f32, 1, ProxyMode::watcher},
     // More experts than 512 (no cap), private region of 0 (everything overflows).
     {"ep2_600_experts_no_private", 2, 600, 16, 8, 16, 0},
 };

@@ -32,10 +32,11 @@ std::string first_difference(const std::byte* a, const std::byte* b, std::size_t
 }
 
 // Runs `iterations` on a group of `config`; the first failure is returned.
-std::optional<Failure> run_iterations(MoeGroup& group, const Scenario& sc, const MoeConfig& config,
-                                      std::uint32_t first_iteration, std::uint32_t iterations,
-                                      std::int32_t die_rank, std::uint32_t die_at) {
-  HostDevice device(group);
+std::optional<Failure> run_iterations(MoeGroup& group, TransferEngine& engine, const Scenario& sc,
+                                      const MoeConfig& config, std::uint32_t first_iteration,
+                                      std::uint32_t iterations, std::int32_t die_rank,
+                                      std::uint32_t die_at) {
+  HostDevice device(group, sc.proxy, &engine);
   const auto& layout = group.layout(config.rank);
   const Placement placement(config);
   const std::size_t tb = token_bytes(config);
@@ -99,6 +100,7 @@ std::optional<Failure> run_iterations(MoeGroup& group, const Scenario& sc, const
       return Failure{"iteration " + std::to_string(it) + " combine differs from the reference: " +
                      first_difference(out.data(), want.data(), want.size())};
   }
+  if (auto st = device.wait_idle(); !st.ok()) return Failure{"proxy: " + st.to_string()};
   if (auto st = group.quiesce(); !st.ok()) return Failure{"quiesce: " + st.to_string()};
   return std::nullopt;
 }
@@ -144,7 +146,7 @@ int run_scenario_rank(const Scenario& sc, std::uint32_t rank, Channel& channel) 
     report(channel, "create: " + group.status().to_string());
     return 4;
   }
-  auto failure = run_iterations(**group, sc, config, 0, sc.iterations, sc.victim, sc.die_at);
+  auto failure = run_iterations(**group, **engine, sc, config, 0, sc.iterations, sc.victim, sc.die_at);
   if (sc.victim < 0) {
     if (failure) {
       report(channel, failure->text);
@@ -179,7 +181,7 @@ int run_scenario_rank(const Scenario& sc, std::uint32_t rank, Channel& channel) 
     report(channel, "rebuild: " + rebuilt.status().to_string());
     return 7;
   }
-  auto after = run_iterations(**rebuilt, sc, next, 1000, sc.iterations_after_rebuild, -1, 0);
+  auto after = run_iterations(**rebuilt, **engine2, sc, next, 1000, sc.iterations_after_rebuild, -1, 0);
   if (after) {
     report(channel, "after rebuild: " + after->text);
     return 8;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "fabric/moe/config.hpp"
+#include "fabric/moe/host_device.hpp"
 #include "fabric_test/channel.hpp"
 #include "workload.hpp"
 
@@ -18,6 +19,9 @@ struct Scenario {
   std::uint32_t iterations = 10;
   std::uint64_t seed = 1;
   std::string provider = "shm";
+  // Who runs the engine-side steps: the device itself, a proxy thread, or a
+  // proxy thread signalled through a watched word (as a GPU kernel would).
+  ProxyMode proxy = ProxyMode::inline_steps;
   // Check the dispatch output against the reference every this many
   // iterations (combine is checked every iteration; it covers dispatch too).
   std::uint32_t check_dispatch_every = 1;

@@ -10,6 +10,7 @@
 #include <span>
 
 #include "fabric/moe/group.hpp"
+#include "fabric/moe/proxy.hpp"
 
 namespace fabric::moe {
 
@@ -17,9 +18,16 @@ namespace fabric::moe {
 [[nodiscard]] float bf16_to_float(std::uint16_t bits) noexcept;
 [[nodiscard]] std::uint16_t float_to_bf16(float value) noexcept;
 
+// How the device hands the engine-side steps to the proxy: it runs them
+// itself between its own steps (inline), signals a Proxy thread, or stores
+// into the Proxy's watched word as a GPU kernel would (watcher).
+enum class ProxyMode : std::uint8_t { inline_steps, thread, watcher };
+
 class HostDevice {
  public:
-  explicit HostDevice(MoeGroup& group);
+  // `engine` is needed for ProxyMode::watcher only.
+  explicit HostDevice(MoeGroup& group, ProxyMode mode = ProxyMode::inline_steps,
+                      TransferEngine* engine = nullptr);
   ~HostDevice();
   HostDevice(const HostDevice&) = delete;
   HostDevice& operator=(const HostDevice&) = delete;
@@ -40,10 +48,18 @@ class HostDevice {
   // out[t] = sum over k in order of weight[t][k] * row(t, k), in FP32.
   Status combine_recv(std::span<const float> topk_weights, std::span<std::byte> out);
 
+  // With a proxy: until it finished the last iteration (call before
+  // quiesce() or reading the group's stats).
+  Status wait_idle();
   [[nodiscard]] MoeGroup& group() noexcept { return group_; }
 
  private:
+  Status notify(ProxyStep step);
+
   MoeGroup& group_;
+  ProxyMode mode_;
+  std::unique_ptr<Proxy> proxy_;
+  Watcher watcher_;
   struct Pool;
   std::unique_ptr<Pool> pool_;
 };
