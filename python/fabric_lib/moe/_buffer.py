@@ -53,7 +53,9 @@ class Buffer:
     `store` (torch.distributed.TCPStore or anything with set/get) or an `all_gather(blob)`.
     Experts are spread in contiguous blocks (rank r hosts [r*E/N, (r+1)*E/N)). With dp_size > 1
     the ranks of a dp group pass identical tokens; with node_size > 1 ranks of a node copy
-    directly through shared memory.
+    directly through shared memory. `proxy="thread"` (default) runs the engine-side steps on a
+    proxy thread (overflow WRITEs go out as soon as the routes are in); "inline" runs them in
+    the calling thread between the device steps.
     """
 
     def __init__(
@@ -83,6 +85,7 @@ class Buffer:
         record_post_timings: bool = False,
         busy_poll: bool = False,
         bind_address: str = "127.0.0.1",
+        proxy: str = "thread",
     ) -> None:
         if all_gather is None:
             if store is None:
@@ -103,7 +106,7 @@ class Buffer:
             max_private_tokens=max_private_tokens, dp_size=dp_size, node_size=node_size,
             expert_alignment=expert_alignment, timeout_ms=timeout_ms, host_threads=host_threads,
             request_timeout_ms=request_timeout_ms, record_post_timings=record_post_timings,
-            busy_poll=busy_poll, bind_address=bind_address)
+            busy_poll=busy_poll, bind_address=bind_address, proxy=proxy)
         layout = self._group.layout()
         self.layout = layout
         self.num_local_experts = layout["local_experts"]

@@ -77,7 +77,7 @@ class Group {
         std::uint32_t max_private_tokens, std::uint32_t dp_size, std::uint32_t node_size,
         std::uint32_t expert_alignment, std::uint32_t timeout_ms, std::uint32_t host_threads,
         std::uint32_t request_timeout_ms, bool record_post_timings, bool busy_poll,
-        const std::string& bind_address) {
+        const std::string& bind_address, const std::string& proxy) {
     EngineConfig ec;
     ec.provider = provider;
     ec.bind_address = bind_address;
@@ -123,7 +123,11 @@ class Group {
     auto group = MoeGroup::create(*engine_, c, gather);
     if (!group.ok()) raise_status(group.status());
     group_ = std::move(group.value());
-    device_ = std::make_unique<HostDevice>(*group_);
+    ProxyMode mode = ProxyMode::inline_steps;
+    if (proxy == "thread") mode = ProxyMode::thread;
+    else if (proxy == "watcher") mode = ProxyMode::watcher;
+    else if (proxy != "inline") throw py::value_error("proxy must be 'inline', 'thread' or 'watcher'");
+    device_ = std::make_unique<HostDevice>(*group_, mode, engine_.get());
   }
 
   ~Group() { close(); }
@@ -190,7 +194,8 @@ class Group {
     Status st;
     {
       py::gil_scoped_release release;
-      st = g.quiesce();
+      st = device_->wait_idle();
+      if (st.ok()) st = g.quiesce();
     }
     check(st);
   }
@@ -214,6 +219,10 @@ class Group {
   }
 
   py::dict stats() {
+    {
+      py::gil_scoped_release release;
+      (void)device_->wait_idle();  // the proxy's counters are final once it is idle
+    }
     const auto s = group().stats();
     py::dict d;
     d["iterations"] = s.iterations;
@@ -278,7 +287,7 @@ PYBIND11_MODULE(_moe, m) {
                     std::uint32_t, py::function, const std::string&, std::uint32_t, std::uint32_t,
                     const std::string&, const std::string&, std::uint32_t, std::uint32_t,
                     std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t, bool,
-                    bool, const std::string&>(),
+                    bool, const std::string&, const std::string&>(),
            py::arg("rank"), py::arg("world_size"), py::arg("num_experts"), py::arg("hidden"),
            py::arg("max_tokens_per_rank"), py::arg("top_k"), py::arg("all_gather"),
            py::arg("provider") = "shm", py::arg("dispatch_element_bytes") = 2,
@@ -287,7 +296,7 @@ PYBIND11_MODULE(_moe, m) {
            py::arg("dp_size") = 1, py::arg("node_size") = 1, py::arg("expert_alignment") = 1,
            py::arg("timeout_ms") = 10000, py::arg("host_threads") = 1,
            py::arg("request_timeout_ms") = 5000, py::arg("record_post_timings") = false,
-           py::arg("busy_poll") = false, py::arg("bind_address") = "127.0.0.1")
+           py::arg("busy_poll") = false, py::arg("bind_address") = "127.0.0.1", py::arg("proxy") = "inline")
       .def("dispatch_send", &Group::dispatch_send, py::arg("x"), py::arg("scales"), py::arg("topk_idx"),
            py::arg("tokens"))
       .def("dispatch_recv", &Group::dispatch_recv, py::arg("recv_x"), py::arg("recv_scales"),
