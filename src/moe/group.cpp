@@ -241,8 +241,10 @@ MoeGroup::~MoeGroup() {
 Result<std::unique_ptr<MoeGroup>> MoeGroup::create(TransferEngine& engine, const MoeConfig& config,
                                                    const AllGather& all_gather) {
   if (auto st = validate(config); !st.ok()) return st;
-  auto impl = std::make_unique<Impl>();
-  auto& m = *impl;
+  // Owned by the group from the start, so a failure half way releases what
+  // was made (the registration, the counters) through the destructor.
+  std::unique_ptr<MoeGroup> group(new MoeGroup(std::make_unique<Impl>()));
+  auto& m = *group->impl_;
   m.engine = &engine;
   m.config = config;
   m.placement = Placement(config);
@@ -305,9 +307,9 @@ Result<std::unique_ptr<MoeGroup>> MoeGroup::create(TransferEngine& engine, const
   if (!m.peers.empty()) {
     std::vector<NetAddr> peer_addrs;
     for (const auto r : m.peers) peer_addrs.push_back(m.addrs[r]);
-    auto group = engine.add_peer_group(peer_addrs);
-    if (!group.ok()) return group.status();
-    m.group = group.value();
+    auto peer_group = engine.add_peer_group(peer_addrs);
+    if (!peer_group.ok()) return peer_group.status();
+    m.group = peer_group.value();
   }
   m.counters.resize(kImmKinds * std::size_t{n});
   for (std::uint32_t kind = 0; kind < kImmKinds; ++kind)
@@ -318,7 +320,7 @@ Result<std::unique_ptr<MoeGroup>> MoeGroup::create(TransferEngine& engine, const
     }
   m.dispatch_writes.assign(n, 0);
   m.combine_writes.assign(n, 0);
-  return std::unique_ptr<MoeGroup>(new MoeGroup(std::move(impl)));
+  return group;
 }
 
 const MoeConfig& MoeGroup::config() const noexcept { return impl_->config; }

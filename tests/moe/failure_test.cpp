@@ -7,6 +7,8 @@
 #include <chrono>
 #include <string>
 
+#include "fabric/engine.hpp"
+#include "fabric/moe/group.hpp"
 #include "fabric_test/env.hpp"
 #include "ranks.hpp"
 #include "scenario.hpp"
@@ -84,6 +86,37 @@ namespace {
 
 TEST(MoeFailure, ADeadRankIsNamedThroughTheProxyThreadToo) {
   expect_survivors_name_the_victim(dying(4, 2, 3, ProxyMode::watcher));
+}
+
+}  // namespace
+}  // namespace fabric::moe::test
+
+namespace fabric::moe::test {
+namespace {
+
+TEST(MoeCreate, RanksWithDifferentShapesRefuseEachOther) {
+  fabric::test::use_loopback_environment();
+  const auto outcomes = run_ranks(
+      2,
+      [](std::uint32_t rank, fabric::test::Channel& ch) {
+        auto engine = TransferEngine::create(EngineConfig{});
+        if (!engine.ok()) return 4;
+        MoeConfig c;
+        c.world_size = 2;
+        c.rank = rank;
+        c.num_experts = 4;
+        c.hidden = 16 + rank;  // rank 1 disagrees
+        c.max_tokens_per_rank = 8;
+        c.top_k = 2;
+        auto group = MoeGroup::create(**engine, c, relay_all_gather(ch));
+        report(ch, group.ok() ? "created" : group.status().to_string());
+        return group.ok() ? 1 : 0;
+      },
+      std::chrono::seconds(60));
+  for (const auto& o : outcomes) {
+    EXPECT_TRUE(o.exit.ok()) << o.exit.to_string() << ": " << o.report;
+    EXPECT_NE(o.report.find("different config"), std::string::npos) << o.report;
+  }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "ranks.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 
@@ -10,8 +11,9 @@ namespace {
 using fabric::test::Channel;
 
 std::vector<std::byte> frame(char tag, std::span<const std::byte> body) {
-  std::vector<std::byte> out{static_cast<std::byte>(tag)};
-  out.insert(out.end(), body.begin(), body.end());
+  std::vector<std::byte> out(body.size() + 1);
+  out[0] = static_cast<std::byte>(tag);
+  std::copy(body.begin(), body.end(), out.begin() + 1);
   return out;
 }
 
