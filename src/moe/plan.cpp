@@ -188,9 +188,12 @@ Result<ReceivePlan> plan_receive(const MoeConfig& c, std::uint32_t epoch,
     const auto source_layout = arena_layout(c, s);
     if (h.combine_offset + h.combine_rows > source_layout.combine_rows)
       return malformed(s, "combine rows out of bounds");
-    if (!placement.same_node(s, self) && h.tokens > 0 &&
-        h.send_offset + std::uint64_t{h.tokens} * layout.slot_bytes >
-            source_layout.send_offset + source_layout.send_bytes)
+    // Node peers' (and this rank's own) tokens are read straight out of the
+    // source's send region at send_offset: it must lie inside it.
+    if (placement.same_node(s, self) && h.tokens > 0 &&
+        (h.send_offset < source_layout.send_offset ||
+         h.send_offset + std::uint64_t{h.tokens} * layout.slot_bytes >
+             source_layout.send_offset + source_layout.send_bytes))
       return malformed(s, "send offset out of bounds");
     headers[s] = h;
     lists[s] = reinterpret_cast<const std::uint16_t*>(header - std::size_t{h.tokens} * r * 2);

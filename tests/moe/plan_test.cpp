@@ -2,6 +2,7 @@
 // placement, buffer sizing and the routes plan's input checks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "fabric/moe/layout.hpp"
@@ -99,6 +100,81 @@ TEST(MoePlan, EachTokenGoesOnceToEachRankAndCombineRowsAreByRankThenTokenThenK) 
   EXPECT_EQ(plan->count, (std::vector<std::uint32_t>{1, 1, 1, 1}));  // token 0 once to rank 0
   EXPECT_EQ(plan->rows_from, (std::vector<std::uint32_t>{2, 1, 1, 1}));  // but two rows back
   EXPECT_EQ(plan->combine_row, (std::vector<std::int32_t>{0, 1, 4, 3, -1, 2}));
+}
+
+}  // namespace
+}  // namespace fabric::moe
+
+namespace fabric::moe {
+namespace {
+
+// Rank 0's arena with the routes of both ranks of a 2-rank group in its
+// private regions, as the routes WRITEs (and the local copy) leave them.
+struct TwoRankRoutes {
+  MoeConfig c0, c1;
+  std::vector<std::byte> arena0, arena1;
+  std::uint64_t header1 = 0;  // where source 1's header landed in arena0
+  TwoRankRoutes() {
+    c0 = base();
+    c0.world_size = 2;
+    c0.num_experts = 4;  // rank 0 hosts 0 and 1
+    c1 = c0;
+    c1.rank = 1;
+    arena0.resize(arena_layout(c0, 0).total_bytes);
+    arena1.resize(arena_layout(c1, 1).total_bytes);
+    const std::vector<std::int32_t> topk0 = {0, 2, -1, 1, 3, -1};  // 2 tokens of rank 0
+    const std::vector<std::int32_t> topk1 = {1, 0, 3, 2, 3, -1};   // 2 tokens of rank 1
+    const auto p0 = plan_routes(c0, 7, topk0, 2, arena0).value();
+    const auto p1 = plan_routes(c1, 7, topk1, 2, arena1).value();
+    const auto l = arena_layout(c0, 0);
+    const auto place = [&](const SendPlan& p, const std::vector<std::byte>& from, std::uint32_t s) {
+      const std::uint64_t len = p.list_bytes[0] + l.header_bytes;
+      std::copy_n(from.begin() + (p.header[0] - p.list_bytes[0]), len,
+                  arena0.begin() + (l.header_offset(s) - p.list_bytes[0]));
+    };
+    place(p0, arena0, 0);
+    place(p1, arena1, 1);
+    header1 = l.header_offset(1);
+  }
+  RouteHeader& h1() { return *reinterpret_cast<RouteHeader*>(arena0.data() + header1); }
+};
+
+TEST(MoePlan, TheReceivePlanGroupsRowsByExpertThenSourceThenToken) {
+  TwoRankRoutes r;
+  auto plan = plan_receive(r.c0, 7, r.arena0);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  // Expert 0: (rank 0, token 0), (rank 1, token 0); expert 1: (rank 0, token 1), (rank 1, token 0).
+  EXPECT_EQ(plan->expert_count, (std::vector<std::uint32_t>{2, 2}));
+  EXPECT_EQ(plan->tokens_from, (std::vector<std::uint32_t>{2, 1}));
+  EXPECT_EQ(plan->row_slot, (std::vector<std::uint32_t>{0, 2, 1, 2}));
+  // Combine gather: source 0 (token 0 k0, token 1 k1), then source 1 (token 0: k0, k1).
+  EXPECT_EQ(plan->gather_row, (std::vector<std::uint32_t>{0, 2, 3, 1}));
+}
+
+TEST(MoePlan, StaleOrInconsistentRoutesAreMalformedNamingTheSource) {
+  {
+    TwoRankRoutes r;
+    r.h1().epoch = 6;
+    auto plan = plan_receive(r.c0, 7, r.arena0);
+    ASSERT_EQ(plan.status().code(), Errc::malformed);
+    EXPECT_NE(plan.status().message().find("from rank 1"), std::string::npos) << plan.status().to_string();
+    EXPECT_NE(plan.status().message().find("stale"), std::string::npos);
+  }
+  {
+    TwoRankRoutes r;
+    r.h1().combine_rows += 1;
+    EXPECT_EQ(plan_receive(r.c0, 7, r.arena0).status().code(), Errc::malformed);
+  }
+  {
+    TwoRankRoutes r;
+    r.h1().magic = 0;
+    EXPECT_EQ(plan_receive(r.c0, 7, r.arena0).status().code(), Errc::malformed);
+  }
+  {
+    TwoRankRoutes r;
+    r.h1().tokens = 99;
+    EXPECT_EQ(plan_receive(r.c0, 7, r.arena0).status().code(), Errc::malformed);
+  }
 }
 
 }  // namespace
