@@ -1,6 +1,7 @@
 #include "ranks.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 
@@ -97,6 +98,8 @@ std::vector<RankOutcome> run_ranks(std::uint32_t world_size,
     }
     for (const auto r : round) (void)children[r].channel().send_bytes(reply);
   }
+  if (std::chrono::steady_clock::now() >= deadline)
+    std::fprintf(stderr, "[moe relay] deadline passed with ranks still running\n");
   for (std::uint32_t r = 0; r < world_size; ++r) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 #include <cstring>
 #include <sstream>
@@ -160,6 +161,8 @@ int run_scenario_rank(const Scenario& sc, std::uint32_t rank, Channel& channel) 
     report(channel, "survivor finished without noticing the dead rank");
     return 6;
   }
+  // Progress on stderr (ctest --output-on-failure shows it) in case a step hangs.
+  std::fprintf(stderr, "[moe rank %u] noticed: %s\n", rank, failure->text.c_str());
   const auto broken = (*group)->broken_ranks();
   std::string named;
   for (const auto r : broken) named += (named.empty() ? "" : ",") + std::to_string(r);
@@ -171,6 +174,7 @@ int run_scenario_rank(const Scenario& sc, std::uint32_t rank, Channel& channel) 
   next.world_size = config.world_size - 1;
   next.rank = rank - (static_cast<std::int32_t>(rank) > sc.victim ? 1 : 0);
   next.num_experts = config.num_experts;
+  std::fprintf(stderr, "[moe rank %u] old group and engine released, rebuilding\n", rank);
   auto engine2 = make_engine(sc);
   if (!engine2.ok()) {
     report(channel, "rebuild engine: " + engine2.status().to_string());
@@ -181,6 +185,7 @@ int run_scenario_rank(const Scenario& sc, std::uint32_t rank, Channel& channel) 
     report(channel, "rebuild: " + rebuilt.status().to_string());
     return 7;
   }
+  std::fprintf(stderr, "[moe rank %u] rebuilt as rank %u of %u\n", rank, next.rank, next.world_size);
   auto after = run_iterations(**rebuilt, **engine2, sc, next, 1000, sc.iterations_after_rebuild, -1, 0);
   if (after) {
     report(channel, "after rebuild: " + after->text);
