@@ -11,12 +11,12 @@ build=build/gpu-bundle
 bundle=.gpu-bundle
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFABRIC_ENABLE_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DFABRIC_BUILD_PYTHON=OFF >/dev/null
-targets=(fabric_watcher_tests watcher_latency fabric_unit_tests)
+targets=(fabric_watcher_tests watcher_latency fabric_unit_tests moe_gpu_check)
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib"
 binaries=("$build/tests/watcher/fabric_watcher_tests" "$build/tests/watcher/watcher_latency"
-          "$build/tests/unit/fabric_unit_tests")
+          "$build/tests/unit/fabric_unit_tests" "$build/tests/moe/moe_gpu_check")
 for bin in "${binaries[@]}"; do
   strip --strip-debug -o "$bundle/bin/$(basename "$bin")" "$bin"
   # Every resolved library except the vDSO and the GPU driver's own.

@@ -43,7 +43,7 @@ else
   if timeout 300 cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
        -DFABRIC_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >>"$log" 2>&1 &&
      timeout 420 cmake --build build/gpu -j "$(nproc)" \
-       --target fabric_watcher_tests watcher_latency fabric_unit_tests >>"$log" 2>&1; then
+       --target fabric_watcher_tests watcher_latency fabric_unit_tests moe_gpu_check >>"$log" 2>&1; then
     result[build]=ok
   else
     result[build]=FAILED
@@ -53,6 +53,7 @@ else
 bin=$1; shift
 case "$bin" in
   fabric_unit_tests) exec build/gpu/tests/unit/fabric_unit_tests "$@" ;;
+  moe_gpu_check) exec build/gpu/tests/moe/moe_gpu_check "$@" ;;
   *) exec "build/gpu/tests/watcher/$bin" "$@" ;;
 esac
 RUN
@@ -78,14 +79,19 @@ timeout 120 "$run" watcher_latency --busy-poll \
   --json "$out/watcher-latency-busy.json" >"$out/watcher-latency-busy.txt" 2>&1 ||
   result[latency]=FAILED
 
+step "MoE kernels against the host reference (2 processes, one GPU)"
+timeout 240 "$run" moe_gpu_check 20 >"$out/moe-gpu-check.json" 2>"$out/moe-gpu-check.err" &&
+  result[moe_kernels]=ok || result[moe_kernels]=FAILED
+
 echo
 echo "== gpu-check summary"
 printf '%-16s %s\n' step result
-for k in deps build watcher_tests engine_watcher latency; do
+for k in deps build watcher_tests engine_watcher latency moe_kernels; do
   printf '%-16s %s\n' "$k" "${result[$k]:-not run}"
 done
 echo "GPU tests: ${gpu_line:-none reported}"
 echo "-- watcher latency (default poll)"; tail -n 6 "$out/watcher-latency.txt" 2>/dev/null
 echo "-- watcher latency (busy poll)"; tail -n 6 "$out/watcher-latency-busy.txt" 2>/dev/null
+echo "-- MoE kernels (median us per kernel, per rank)"; cat "$out/moe-gpu-check.json" 2>/dev/null
 for k in "${!result[@]}"; do [[ "${result[$k]}" == ok* ]] || exit 1; done
 exit 0

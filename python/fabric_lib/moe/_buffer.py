@@ -1,0 +1,231 @@
+"""Buffer: one rank's dispatch/combine, on host tensors (torch CPU tensors or numpy arrays)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from . import _moe
+from ._store import store_all_gather
+
+try:  # torch is optional: numpy arrays work the same
+    import torch
+except ImportError:  # pragma: no cover - exercised where torch is absent
+    torch = None
+
+
+def _is_torch(a: Any) -> bool:
+    return torch is not None and isinstance(a, torch.Tensor)
+
+
+def _raw(a: Any, dtype: Any = None) -> np.ndarray:
+    """A C-contiguous numpy view of a host tensor or array (bfloat16 as its 16-bit pattern)."""
+    if _is_torch(a):
+        if a.device.type != "cpu":
+            raise ValueError("fabric_lib.moe works on host tensors; this one is on " + str(a.device))
+        a = a.contiguous()
+        if a.dtype == torch.bfloat16:
+            return a.view(torch.int16).numpy()
+        a = a.numpy()
+    a = np.ascontiguousarray(a)
+    return a if dtype is None else np.ascontiguousarray(a, dtype=dtype)
+
+
+@dataclass
+class Handle:
+    """What combine needs from a dispatch: the token count, the grouped layout, the weights."""
+
+    tokens: int
+    recv_count: np.ndarray
+    expert_begin: list[int]
+    topk_weights: Optional[np.ndarray] = None
+    epoch: int = 0
+    torch_output: bool = False
+    _done: list[bool] = field(default_factory=lambda: [False])
+
+
+class Buffer:
+    """One rank of an expert-parallel group (the engine, registered arena and proxy inside).
+
+    Collective: every rank builds its Buffer with the same arguments but `rank`, and a shared
+    `store` (torch.distributed.TCPStore or anything with set/get) or an `all_gather(blob)`.
+    Experts are spread in contiguous blocks (rank r hosts [r*E/N, (r+1)*E/N)). With dp_size > 1
+    the ranks of a dp group pass identical tokens; with node_size > 1 ranks of a node copy
+    directly through shared memory. `proxy="thread"` (default) runs the engine-side steps on a
+    proxy thread (overflow WRITEs go out as soon as the routes are in); "inline" runs them in
+    the calling thread between the device steps.
+    """
+
+    def __init__(
+        self,
+        rank: int,
+        world_size: int,
+        num_experts: int,
+        hidden: int,
+        num_max_dispatch_tokens_per_rank: int,
+        top_k: int,
+        *,
+        store: Any = None,
+        all_gather: Optional[Callable[[bytes], list[bytes]]] = None,
+        key: str = "fabric_lib.moe",
+        provider: str = "shm",
+        x_dtype: Any = "bf16",
+        num_scales: int = 0,
+        combine_dtype: str = "bf16",
+        out_dtype: str = "f32",
+        max_private_tokens: int = 16,
+        dp_size: int = 1,
+        node_size: int = 1,
+        expert_alignment: int = 1,
+        timeout_ms: int = 10000,
+        host_threads: int = 1,
+        request_timeout_ms: int = 5000,
+        record_post_timings: bool = False,
+        busy_poll: bool = False,
+        bind_address: str = "127.0.0.1",
+        proxy: str = "thread",
+    ) -> None:
+        if all_gather is None:
+            if store is None:
+                raise ValueError("pass store= (a key-value store) or all_gather=")
+            all_gather = store_all_gather(store, rank, world_size, key)
+        element_bytes = {"bf16": 2, "fp8": 1, "f32": 4, "u8": 1}.get(str(x_dtype))
+        if element_bytes is None:
+            raise ValueError(f"x_dtype must be 'bf16', 'fp8', 'u8' or 'f32', not {x_dtype!r}")
+        self.rank, self.world_size, self.hidden, self.top_k = rank, world_size, hidden, top_k
+        self.num_experts, self.num_scales = num_experts, num_scales
+        self.max_tokens = num_max_dispatch_tokens_per_rank
+        self._element_bytes = element_bytes
+        self._combine_dtype, self._out_dtype = combine_dtype, out_dtype
+        self._group = _moe.Group(
+            rank, world_size, num_experts, hidden, num_max_dispatch_tokens_per_rank, top_k, all_gather,
+            provider=provider, dispatch_element_bytes=element_bytes, num_scales=num_scales,
+            combine_input=combine_dtype, combine_output=out_dtype,
+            max_private_tokens=max_private_tokens, dp_size=dp_size, node_size=node_size,
+            expert_alignment=expert_alignment, timeout_ms=timeout_ms, host_threads=host_threads,
+            request_timeout_ms=request_timeout_ms, record_post_timings=record_post_timings,
+            busy_poll=busy_poll, bind_address=bind_address, proxy=proxy)
+        layout = self._group.layout()
+        self.layout = layout
+        self.num_local_experts = layout["local_experts"]
+        rows = layout["recv_rows"]
+        # Receive side tensors, allocated once and reused by every call (views are returned).
+        self._recv_x = np.zeros((rows, hidden * element_bytes), np.uint8)
+        self._recv_scales = np.zeros((rows, max(num_scales, 0)), np.float32)
+        self._recv_count = np.zeros(self.num_local_experts, np.uint32)
+        out_bytes = 2 if out_dtype == "bf16" else 4
+        self._out = np.zeros((num_max_dispatch_tokens_per_rank, hidden * out_bytes), np.uint8)
+        self._x_dtype = x_dtype
+
+    # -- dispatch ---------------------------------------------------------------------------
+
+    def dispatch(self, x: Any, topk_idx: Any, topk_weights: Any = None, *, scales: Any = None,
+                 return_recv_hook: bool = False):
+        """Sends each token to the ranks of its top-k experts.
+
+        Returns (recv_x, recv_count, handle): recv_x holds every token received for this rank's
+        local experts, grouped by expert (expert e's rows start at handle.expert_begin[e], there
+        are recv_count[e] of them, in (source rank, token) order); with return_recv_hook=True it
+        returns (recv_x, recv_count, handle, hook) after the send half only, and recv_x is valid
+        once hook() has run.
+        """
+        torch_in = _is_torch(x)
+        xr = _raw(x)
+        tokens = int(xr.shape[0]) if xr.ndim else 0
+        idx = _raw(topk_idx, np.int32).reshape(tokens, self.top_k) if tokens else np.zeros((0, self.top_k), np.int32)
+        sc = _raw(scales, np.float32) if scales is not None else np.zeros((tokens, 0), np.float32)
+        weights = _raw(topk_weights, np.float32) if topk_weights is not None else None
+        self._group.dispatch_send(xr.reshape(-1).view(np.uint8), sc, idx, tokens)
+        handle = Handle(tokens=tokens, recv_count=self._recv_count, expert_begin=[], topk_weights=weights,
+                        epoch=self._group.epoch, torch_output=torch_in)
+
+        def hook() -> None:
+            if handle._done[0]:
+                return
+            self._group.dispatch_recv(self._recv_x, self._recv_scales, self._recv_count)
+            handle.expert_begin = list(self._group.expert_begin())
+            handle._done[0] = True
+
+        recv_x = self._typed(self._recv_x, self._x_dtype, torch_in)
+        recv_count = self._recv_count
+        if torch_in:
+            recv_count = torch.from_numpy(self._recv_count.view(np.int32))
+        if return_recv_hook:
+            return recv_x, recv_count, handle, hook
+        hook()
+        return recv_x, recv_count, handle
+
+    def recv_scales(self):
+        """The FP32 scales that came with recv_x (rows as recv_x)."""
+        return self._recv_scales
+
+    # -- combine ----------------------------------------------------------------------------
+
+    def combine(self, x: Any, handle: Handle, topk_weights: Any = None, *, return_recv_hook: bool = False):
+        """Sends the expert outputs back and sums them per token: out[t] = sum_k w[t,k] * y(t,k).
+
+        x has recv_x's rows (the expert outputs, in the grouped order dispatch returned) in
+        combine_dtype; the sum runs in FP32 with k in order, so results are bitwise repeatable.
+        Returns out [tokens, hidden] (out_dtype), or (out, hook) with return_recv_hook=True.
+        """
+        weights = _raw(topk_weights, np.float32) if topk_weights is not None else handle.topk_weights
+        if weights is None:
+            raise ValueError("combine needs topk_weights (here or at dispatch)")
+        xr = _raw(x)
+        self._group.combine_send(xr.reshape(-1).view(np.uint8))
+        out = self._out[: handle.tokens]
+        done = [False]
+
+        def hook() -> None:
+            if not done[0]:
+                self._group.combine_recv(weights.reshape(-1), self._out)
+                done[0] = True
+
+        typed = self._typed(out, self._out_dtype, handle.torch_output)
+        if return_recv_hook:
+            return typed, hook
+        hook()
+        return typed
+
+    # -- introspection ----------------------------------------------------------------------
+
+    def expert_rows(self, recv_x: Any, handle: Handle) -> list[Any]:
+        """recv_x split into one [recv_count[e], hidden] view per local expert."""
+        count = [int(c) for c in np.asarray(handle.recv_count).reshape(-1)]
+        return [recv_x[b : b + c] for b, c in zip(handle.expert_begin, count)]
+
+    def stats(self) -> dict:
+        return self._group.stats()
+
+    def timeline(self) -> dict:
+        return self._group.timeline()
+
+    def post_timings(self) -> list:
+        return self._group.post_timings()
+
+    def broken_ranks(self) -> list[int]:
+        return list(self._group.broken_ranks())
+
+    def quiesce(self) -> None:
+        """Waits for the last barrier and checks no immediate arrived beyond the plans."""
+        self._group.quiesce()
+
+    def close(self) -> None:
+        self._group.close()
+
+    def __enter__(self) -> "Buffer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _typed(self, raw: np.ndarray, dtype: str, torch_out: bool):
+        """A typed view of raw bytes: numpy (bf16 as uint16) or torch (bf16 as bfloat16)."""
+        kind = {"bf16": np.uint16, "f32": np.float32, "fp8": np.uint8, "u8": np.uint8}[str(dtype)]
+        view = raw.view(kind)
+        if not torch_out:
+            return view
+        t = torch.from_numpy(view.view(np.int16) if kind is np.uint16 else view)
+        return t.view(torch.bfloat16) if kind is np.uint16 else t

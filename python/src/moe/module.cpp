@@ -1,0 +1,315 @@
+// fabric_lib.moe._moe: one rank of an expert-parallel group (MoeGroup with
+// its own TransferEngine, driven by the CPU device). The DeepEP-shaped API
+// on top is python/fabric_lib/moe/__init__.py; docs/moe.md describes both.
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "fabric/engine.hpp"
+#include "fabric/moe/group.hpp"
+#include "fabric/moe/host_device.hpp"
+
+namespace py = pybind11;
+using namespace fabric;
+using namespace fabric::moe;
+
+namespace {
+
+// Raises fabric_lib's exception class for the code (FabricTimeoutError, ...).
+[[noreturn]] void raise_status(const Status& st) {
+  static const char* const names[] = {"FabricError",      "InvalidArgumentError", "OutOfRangeError",
+                                      "MalformedError",   "AgainError",           "FabricTimeoutError",
+                                      "ProviderError",    "UnsupportedError",     "NotFoundError",
+                                      "ShutdownError",    "CancelledError"};
+  const auto index = static_cast<std::size_t>(st.code());
+  py::object type = py::module_::import("fabric_lib").attr(index < 11 ? names[index] : "FabricError");
+  PyErr_SetString(type.ptr(), st.message().c_str());
+  throw py::error_already_set();
+}
+void check(const Status& st) {
+  if (!st.ok()) raise_status(st);
+}
+
+// A C-contiguous buffer of a Python object (numpy array, memoryview, ...).
+class View {
+ public:
+  View(py::handle obj, bool writable, const char* what) {
+    const int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj.ptr(), &view_, flags) != 0) {
+      PyErr_Clear();
+      throw py::type_error(std::string(what) + " must be a C-contiguous" +
+                           (writable ? " writable" : "") + " buffer (numpy array, memoryview)");
+    }
+  }
+  ~View() { PyBuffer_Release(&view_); }
+  View(const View&) = delete;
+  View& operator=(const View&) = delete;
+  [[nodiscard]] std::span<std::byte> bytes() const {
+    return {static_cast<std::byte*>(view_.buf), static_cast<std::size_t>(view_.len)};
+  }
+  template <typename T>
+  [[nodiscard]] std::span<T> as() const {
+    return {static_cast<T*>(view_.buf), static_cast<std::size_t>(view_.len) / sizeof(T)};
+  }
+
+ private:
+  Py_buffer view_{};
+};
+
+ElementType element_type(const std::string& name) {
+  if (name == "bf16" || name == "bfloat16") return ElementType::bf16;
+  if (name == "f32" || name == "float32") return ElementType::f32;
+  throw py::value_error("element type must be 'bf16' or 'f32', not '" + name + "'");
+}
+
+class Group {
+ public:
+  Group(std::uint32_t rank, std::uint32_t world_size, std::uint32_t num_experts, std::uint32_t hidden,
+        std::uint32_t max_tokens_per_rank, std::uint32_t top_k, py::function all_gather,
+        const std::string& provider, std::uint32_t dispatch_element_bytes, std::uint32_t num_scales,
+        const std::string& combine_input, const std::string& combine_output,
+        std::uint32_t max_private_tokens, std::uint32_t dp_size, std::uint32_t node_size,
+        std::uint32_t expert_alignment, std::uint32_t timeout_ms, std::uint32_t host_threads,
+        std::uint32_t request_timeout_ms, bool record_post_timings, bool busy_poll,
+        const std::string& bind_address, const std::string& proxy) {
+    EngineConfig ec;
+    ec.provider = provider;
+    ec.bind_address = bind_address;
+    ec.request_timeout = std::chrono::milliseconds(request_timeout_ms);
+    ec.record_post_timings = record_post_timings;
+    ec.busy_poll = busy_poll;
+    auto engine = TransferEngine::create(ec);
+    if (!engine.ok()) raise_status(engine.status());
+    engine_ = std::move(engine.value());
+    MoeConfig c;
+    c.rank = rank;
+    c.world_size = world_size;
+    c.num_experts = num_experts;
+    c.hidden = hidden;
+    c.max_tokens_per_rank = max_tokens_per_rank;
+    c.top_k = top_k;
+    c.dispatch_element_bytes = dispatch_element_bytes;
+    c.num_scales = num_scales;
+    c.combine_input = element_type(combine_input);
+    c.combine_output = element_type(combine_output);
+    c.max_private_tokens = max_private_tokens;
+    c.dp_size = dp_size;
+    c.node_size = node_size;
+    c.expert_alignment = expert_alignment;
+    c.timeout = std::chrono::milliseconds(timeout_ms);
+    c.host_threads = host_threads;
+    // Runs on this (the calling, GIL-holding) thread during create().
+    AllGather gather = [&all_gather](std::span<const std::byte> mine)
+        -> Result<std::vector<std::vector<std::byte>>> {
+      try {
+        py::list blobs = all_gather(py::bytes(reinterpret_cast<const char*>(mine.data()), mine.size()));
+        std::vector<std::vector<std::byte>> out;
+        for (const auto& b : blobs) {
+          const std::string s = py::cast<py::bytes>(b);
+          const auto* p = reinterpret_cast<const std::byte*>(s.data());
+          out.emplace_back(p, p + s.size());
+        }
+        return out;
+      } catch (const std::exception& e) {
+        return Status(Errc::invalid_argument, std::string("moe all_gather raised: ") + e.what());
+      }
+    };
+    auto group = MoeGroup::create(*engine_, c, gather);
+    if (!group.ok()) raise_status(group.status());
+    group_ = std::move(group.value());
+    ProxyMode mode = ProxyMode::inline_steps;
+    if (proxy == "thread") mode = ProxyMode::thread;
+    else if (proxy == "watcher") mode = ProxyMode::watcher;
+    else if (proxy != "inline") throw py::value_error("proxy must be 'inline', 'thread' or 'watcher'");
+    device_ = std::make_unique<HostDevice>(*group_, mode, engine_.get());
+  }
+
+  ~Group() { close(); }
+
+  void close() {
+    device_.reset();
+    group_.reset();
+    if (engine_) engine_->stop();
+    engine_.reset();
+  }
+
+  MoeGroup& group() {
+    if (!group_) throw py::value_error("the moe group is closed");
+    return *group_;
+  }
+
+  void dispatch_send(py::handle x, py::handle scales, py::handle topk, std::uint32_t tokens) {
+    View xv(x, false, "x"), sv(scales, false, "scales"), tv(topk, false, "topk_idx");
+    auto& g = group();
+    Status st;
+    {
+      py::gil_scoped_release release;
+      st = device_->dispatch_send(xv.bytes(), sv.as<const float>(), tv.as<const std::int32_t>(), tokens);
+    }
+    (void)g;
+    check(st);
+  }
+
+  void dispatch_recv(py::handle recv_x, py::handle recv_scales, py::handle counts) {
+    View xv(recv_x, true, "recv_x"), sv(recv_scales, true, "recv_scales"), cv(counts, true, "recv_count");
+    group();
+    Status st;
+    {
+      py::gil_scoped_release release;
+      st = device_->dispatch_recv(xv.bytes(), sv.as<float>(), cv.as<std::uint32_t>());
+    }
+    check(st);
+  }
+
+  void combine_send(py::handle expert_out) {
+    View v(expert_out, false, "x");
+    group();
+    Status st;
+    {
+      py::gil_scoped_release release;
+      st = device_->combine_send(v.bytes());
+    }
+    check(st);
+  }
+
+  void combine_recv(py::handle weights, py::handle out) {
+    View wv(weights, false, "topk_weights"), ov(out, true, "out");
+    group();
+    Status st;
+    {
+      py::gil_scoped_release release;
+      st = device_->combine_recv(wv.as<const float>(), ov.bytes());
+    }
+    check(st);
+  }
+
+  void quiesce() {
+    auto& g = group();
+    Status st;
+    {
+      py::gil_scoped_release release;
+      st = device_->wait_idle();
+      if (st.ok()) st = g.quiesce();
+    }
+    check(st);
+  }
+
+  py::dict layout() {
+    auto& g = group();
+    const auto& l = g.layout(g.config().rank);
+    py::dict d;
+    d["total_bytes"] = l.total_bytes;
+    d["private_bytes"] = l.exchange_offset - l.private_offset;
+    d["exchange_bytes"] = l.exchange_bytes;
+    d["send_bytes"] = l.send_bytes;
+    d["combine_bytes"] = l.combine_bytes;
+    d["recv_rows"] = l.recv_rows;
+    d["slot_bytes"] = l.slot_bytes;
+    d["row_bytes"] = l.row_bytes;
+    d["private_tokens"] = l.private_tokens;
+    d["local_experts"] = g.placement().local_experts(g.config().rank);
+    d["first_expert"] = g.placement().first_expert(g.config().rank);
+    return d;
+  }
+
+  py::dict stats() {
+    {
+      py::gil_scoped_release release;
+      (void)device_->wait_idle();  // the proxy's counters are final once it is idle
+    }
+    const auto s = group().stats();
+    py::dict d;
+    d["iterations"] = s.iterations;
+    d["writes_posted"] = s.writes_posted;
+    d["bytes_posted"] = s.bytes_posted;
+    d["direct_bytes"] = s.direct_bytes;
+    d["imms_expected"] = s.imms_expected;
+    d["imms_consumed"] = s.imms_consumed;
+    d["max_writes_per_peer_dispatch"] = s.max_writes_per_peer_dispatch;
+    d["max_writes_per_peer_combine"] = s.max_writes_per_peer_combine;
+    d["submissions"] = s.submissions;
+    d["completions"] = s.completions;
+    d["stray_immediates"] = group().stray_immediates();
+    return d;
+  }
+
+  py::dict timeline() {
+    const auto t = group().timeline();
+    py::dict d;
+    d["begin_dispatch"] = t.begin_dispatch;
+    d["private_posted"] = t.private_posted;
+    d["routes_in"] = t.routes_in;
+    d["overflow_posted"] = t.overflow_posted;
+    d["tokens_in"] = t.tokens_in;
+    d["combine_posted"] = t.combine_posted;
+    d["combine_in"] = t.combine_in;
+    d["peers_posted"] = t.peers_posted;
+    return d;
+  }
+
+  std::vector<std::uint32_t> expert_begin() { return group().receive_plan().expert_begin; }
+  std::vector<std::uint32_t> broken_ranks() { return group().broken_ranks(); }
+  std::uint32_t epoch() { return group().epoch(); }
+
+  py::list post_timings() {
+    py::list out;
+    if (!engine_) return out;
+    for (const auto& t : engine_->take_post_timings()) {
+      py::dict d;
+      d["kind"] = static_cast<int>(t.kind);
+      d["posts"] = t.posts;
+      d["called"] = t.called;
+      d["first_post"] = t.first_post;
+      d["last_post"] = t.last_post;
+      out.append(d);
+    }
+    return out;
+  }
+
+ private:
+  std::unique_ptr<TransferEngine> engine_;
+  std::unique_ptr<MoeGroup> group_;
+  std::unique_ptr<HostDevice> device_;
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_moe, m) {
+  m.doc() = "One rank of a MoE dispatch/combine group on the host device (docs/moe.md).";
+  py::class_<Group>(m, "Group")
+      .def(py::init<std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t,
+                    std::uint32_t, py::function, const std::string&, std::uint32_t, std::uint32_t,
+                    const std::string&, const std::string&, std::uint32_t, std::uint32_t,
+                    std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t, bool,
+                    bool, const std::string&, const std::string&>(),
+           py::arg("rank"), py::arg("world_size"), py::arg("num_experts"), py::arg("hidden"),
+           py::arg("max_tokens_per_rank"), py::arg("top_k"), py::arg("all_gather"),
+           py::arg("provider") = "shm", py::arg("dispatch_element_bytes") = 2,
+           py::arg("num_scales") = 0, py::arg("combine_input") = "bf16",
+           py::arg("combine_output") = "f32", py::arg("max_private_tokens") = 16,
+           py::arg("dp_size") = 1, py::arg("node_size") = 1, py::arg("expert_alignment") = 1,
+           py::arg("timeout_ms") = 10000, py::arg("host_threads") = 1,
+           py::arg("request_timeout_ms") = 5000, py::arg("record_post_timings") = false,
+           py::arg("busy_poll") = false, py::arg("bind_address") = "127.0.0.1", py::arg("proxy") = "inline")
+      .def("dispatch_send", &Group::dispatch_send, py::arg("x"), py::arg("scales"), py::arg("topk_idx"),
+           py::arg("tokens"))
+      .def("dispatch_recv", &Group::dispatch_recv, py::arg("recv_x"), py::arg("recv_scales"),
+           py::arg("recv_count"))
+      .def("combine_send", &Group::combine_send, py::arg("x"))
+      .def("combine_recv", &Group::combine_recv, py::arg("topk_weights"), py::arg("out"))
+      .def("quiesce", &Group::quiesce)
+      .def("close", &Group::close)
+      .def("layout", &Group::layout)
+      .def("stats", &Group::stats)
+      .def("timeline", &Group::timeline)
+      .def("post_timings", &Group::post_timings)
+      .def("expert_begin", &Group::expert_begin)
+      .def("broken_ranks", &Group::broken_ranks)
+      .def_property_readonly("epoch", &Group::epoch);
+}
