@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 
+#include "common/rendezvous.hpp"
 #include "options.hpp"
 #include "peer_runs.hpp"
 #include "report.hpp"
@@ -22,6 +23,11 @@ int main(int argc, char** argv) {
   app.add_option("--connect", opt.connect,
                  "client role: drive the server(s) at HOST:PORT (repeat for scatter peers)");
   app.add_option("--provider", opt.provider, "shm, tcp, sockets, ...");
+  auto* bind = app.add_option("--bind", opt.bind,
+                              "IP providers bind here (default 127.0.0.1; with --listen, its HOST)");
+  app.add_option("--iface", opt.iface,
+                 "interface for IP providers (FI_TCP_IFACE/FI_SOCKETS_IFACE; default lo for a "
+                 "loopback --bind)");
   app.add_option("--backend", opt.backend,
                  "libfabric (engine and raw loop on --provider) or verbs (engine only; compare "
                  "with ib_write_bw: tools/bench/verbs-vm.sh)")
@@ -64,9 +70,15 @@ int main(int argc, char** argv) {
                        "--connect HOST:PORT\n");
     return 2;
   }
+  try {
+    // A server binds its engine where it listens unless told otherwise.
+    if (!opt.listen.empty() && bind->count() == 0) opt.bind = tools::parse_host_port(opt.listen).host;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "fabric-bench: --listen: {}\n", e.what());
+    return 2;
+  }
   // Before any provider is touched: IP providers read these once.
-  ::setenv("FI_TCP_IFACE", "lo", 1);
-  ::setenv("FI_SOCKETS_IFACE", "lo", 1);
+  tools::choose_interface(opt.bind, opt.iface);
 
   if (!opt.peers.empty() && (!opt.listen.empty() || opt.backend != "libfabric")) {
     fmt::print(stderr, "fabric-bench: --peer needs the client role (--local or --connect) on the "

@@ -13,6 +13,9 @@ struct Options {
   std::string listen;
   std::vector<std::string> connect;
   std::string provider = "shm";
+  // IP providers bind here (engine and raw loop); --iface names the interface.
+  std::string bind = "127.0.0.1";
+  std::string iface;
   // "verbs": the engine on its verbs backend. Its raw counterpart is perftest's
   // ib_write_bw (tools/bench/verbs-vm.sh), so no raw libfabric loop runs.
   std::string backend = "libfabric";

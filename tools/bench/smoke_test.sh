@@ -72,3 +72,21 @@ assert not any("peer_runs" in r for r in doc["results"])
 print("fabric_bench_smoke: a missing peer is reported, not fatal")
 PY
 rm -f "$json.peer"
+
+# Errors: one line per failure, not one per process (five with scatter), and
+# a refused --connect fails within seconds, naming the address.
+err=$(mktemp)
+status=0
+"$bench" --local --provider no-such-provider --quick 2>"$err" || status=$?
+[ "$status" -ne 0 ] || { echo "fabric_bench_smoke: an unknown provider ran" >&2; exit 1; }
+lines=$(grep -c "no usable libfabric provider 'no-such-provider'" "$err" || true)
+[ "$lines" -eq 1 ] || { cat "$err"; echo "fabric_bench_smoke: $lines error lines, want 1" >&2; exit 1; }
+grep -q "fabric-info" "$err" || { cat "$err"; echo "fabric_bench_smoke: no pointer to fabric-info" >&2; exit 1; }
+status=0
+start=$(date +%s)
+timeout 30 "$bench" --connect 127.0.0.1:1 --provider shm --quick 2>"$err" || status=$?
+took=$(( $(date +%s) - start ))
+[ "$status" -eq 1 ] && [ "$took" -le 10 ] && grep -q "127.0.0.1:1: connection refused: nothing listens there" "$err" ||
+  { cat "$err"; echo "fabric_bench_smoke: refused --connect: exit $status after $took s" >&2; exit 1; }
+rm -f "$err"
+echo "fabric_bench_smoke: errors are single lines; a refused --connect fails in $took s"

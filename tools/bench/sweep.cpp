@@ -233,19 +233,25 @@ void progress(std::size_t k, std::size_t total, const Row& row) {
 
 }  // namespace
 
-SweepResult run_sweep(const Options& opt) {
+static SideConfig side_config(const Options& opt) {
   SideConfig cfg;
   cfg.provider = opt.provider;
+  cfg.bind_address = opt.bind;
   cfg.busy_poll = opt.busy_poll;
   cfg.verbs = opt.backend == "verbs";
   cfg.buffer_bytes = std::max<std::size_t>(64u << 20, std::size_t{opt.pages} * (64u << 10));
+  return cfg;
+}
+
+SweepResult run_sweep(const Options& opt) {
+  SideConfig cfg = side_config(opt);
 
   const bool scatter = std::find(opt.ops.begin(), opt.ops.end(), "scatter") != opt.ops.end();
   // Fork first: the targets must not inherit engine threads or provider state.
   std::vector<Child> children;
   const unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
   for (const std::string& server : opt.connect) {
-    children.push_back(Child{-1, connect_link(server, 60s)});
+    children.push_back(Child{-1, connect_link(server)});
   }
   const std::size_t forked = !opt.connect.empty() ? 0 : scatter ? 4 : 1;
   const std::size_t processes = opt.connect.empty() ? forked : children.size();
@@ -318,22 +324,12 @@ SweepResult run_sweep(const Options& opt) {
 }
 
 int serve(const Options& opt) {
-  const auto colon = opt.listen.rfind(':');
-  if (colon == std::string::npos) {
-    fmt::print(stderr, "fabric-bench: --listen wants HOST:PORT, not '{}'\n", opt.listen);
-    return 2;
-  }
-  SideConfig cfg;
-  cfg.provider = opt.provider;
-  cfg.busy_poll = opt.busy_poll;
-  cfg.verbs = opt.backend == "verbs";
-  cfg.buffer_bytes = std::max<std::size_t>(64u << 20, std::size_t{opt.pages} * (64u << 10));
+  SideConfig cfg = side_config(opt);
   try {
-    Listener listener(opt.listen.substr(0, colon),
-                      static_cast<std::uint16_t>(std::stoul(opt.listen.substr(colon + 1))));
-    fmt::print("listening on {}:{}\n", opt.listen.substr(0, colon), listener.port());
+    tools::Listener listener(tools::parse_host_port(opt.listen));
+    fmt::print("listening on {}\n", listener.address().to_string());
     std::fflush(stdout);
-    Link link = listener.accept(std::chrono::minutes(5));
+    Link link = link_over(listener.accept(std::chrono::minutes(5)));
     return run_target(cfg, link);
   } catch (const std::exception& e) {
     fmt::print(stderr, "fabric-bench server: {}\n", e.what());
