@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages fabric-lib builds and tests with, when missing.
-# `install-deps.sh fuzz` adds what the fuzz preset needs.
+# Installs the Debian 12 packages fabric-lib needs, when missing:
+#   install-deps.sh demo   the library and fabric-demo (make demo)
+#   install-deps.sh        everything make build and make test use
+#   install-deps.sh fuzz   that, and what the fuzz preset needs
 set -euo pipefail
 
+# The library and the tools.
 packages=(
   build-essential cmake ninja-build pkg-config
   libfabric-dev libfabric-bin
   libfmt-dev libspdlog-dev libcli11-dev nlohmann-json3-dev libconcurrentqueue-dev
   libhwloc-dev libibverbs-dev
-  googletest libgtest-dev libgmock-dev
-  python3-matplotlib
-  python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest python3-pytest-timeout
-  python3-torch
 )
+if [[ "${1:-}" != demo ]]; then
+  packages+=(
+    googletest libgtest-dev libgmock-dev
+    python3-matplotlib
+    python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest python3-pytest-timeout
+    # python/tests/test_torch.py only (about 1 GB)
+    python3-torch
+  )
+fi
 # scripts/run-fuzzers.sh also needs clang and its libFuzzer runtime.
 if [[ "${1:-}" == fuzz ]]; then
   packages+=(clang libclang-rt-14-dev)
