@@ -19,6 +19,8 @@ if [[ "${1:-}" != demo ]]; then
     python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest python3-pytest-timeout
     # python/tests/test_torch.py only (about 1 GB)
     python3-torch
+    # tools/netbed: namespaces, veth, tc (iproute2); its --loss rule (nftables).
+    iproute2 nftables
   )
 fi
 # scripts/run-fuzzers.sh also needs clang and its libFuzzer runtime.
