@@ -34,6 +34,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"libfabric", "verbs"}));
   app.add_option("--ops", opt.ops, "single_write, paged_write, imm, sendrecv, scatter (1, 2, 4 target processes)")->delimiter(',');
   app.add_flag("--quick", opt.quick, "few sizes, short rounds (CI smoke)");
+  app.add_option("--sizes", opt.sizes,
+                 "single_write sizes: a list (4K,64K,1M), a range of powers of two (4K-64M) or "
+                 "all (8 B to 64 MiB)");
+  app.add_option("--iters", opt.iters, "requests per measured round (default: ~1 GiB a round)")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 24));
   app.add_option("--window", opt.window, "outstanding writes (paged: window/16 batches)")
       ->check(CLI::Range(1u, 4096u));
   app.add_option("--pages", opt.pages, "pages per paged batch")->check(CLI::Range(1024u, 16384u));

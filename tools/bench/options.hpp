@@ -27,6 +27,8 @@ struct Options {
   // Stamp the initiator's requests (EngineConfig::record_post_timings) and
   // report where their time goes before the NIC sees them.
   bool breakdown = false;
+  std::string sizes;        // --sizes (sizes.hpp); empty: 4 KiB .. 64 MiB by 4x
+  std::uint64_t iters = 0;  // requests per measured round; 0: sized to ~1 GiB per round
   std::uint32_t reps = 0;  // measured rounds per size and mode, best kept; 0: 3 (1 with --quick)
   // The bench's main thread on CPU 0, target i's on CPU (1 + i) mod N, after
   // the engines started (their worker and callback threads stay unpinned).

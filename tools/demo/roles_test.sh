@@ -9,14 +9,7 @@ out=$(mktemp)
 trap 'kill "$server" 2>/dev/null || true; rm -f "$out"' EXIT
 "$demo" --listen 127.0.0.1:0 --provider tcp --quick >"$out" 2>&1 &
 server=$!
-port=""
-for _ in $(seq 1 300); do  # bounded: 30 s for the server to start listening
-  port=$(sed -n 's/^fabric-demo: listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$out")
-  [ -n "$port" ] && break
-  kill -0 "$server" 2>/dev/null || break
-  sleep 0.1
-done
-[ -n "$port" ] || { cat "$out"; echo "fabric_demo_roles: the server never listened" >&2; exit 1; }
+port=$(sh "$(dirname "$0")/../common/listening-port.sh" "$out" "$server")
 "$demo" --connect "127.0.0.1:$port" --provider tcp --quick | tee "$out.client"
 wait "$server" || { cat "$out"; echo "fabric_demo_roles: the server failed" >&2; exit 1; }
 grep -q "every byte verified" "$out.client"
