@@ -8,7 +8,7 @@ install(TARGETS fabric EXPORT fabricTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_
 
 set(FABRIC_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/fabric)
 # The archive's private dependencies (libfabric, ibverbs, hwloc, fmt, spdlog,
-# dl) are exported as link-only dependencies of fabric::fabric; fabricConfig
+# zlib, dl) are exported as link-only dependencies of fabric::fabric; fabricConfig
 # finds them before it loads the targets.
 install(EXPORT fabricTargets NAMESPACE fabric:: DESTINATION ${FABRIC_CMAKE_DIR})
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/fabricConfig.cmake.in

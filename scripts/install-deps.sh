@@ -10,7 +10,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libfabric-dev libfabric-bin
   libfmt-dev libspdlog-dev libcli11-dev nlohmann-json3-dev libconcurrentqueue-dev
-  libhwloc-dev libibverbs-dev
+  libhwloc-dev libibverbs-dev zlib1g-dev
 )
 if [[ "${1:-}" != demo ]]; then
   packages+=(
