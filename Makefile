@@ -16,9 +16,14 @@ configure: deps
 build: configure
 	@cmake --build --preset $(PRESET) -j $(JOBS)
 
-# The main job: two processes on shm, single and paged writes, every byte verified.
-demo: build
-	@$(BUILD_DIR)/tools/fabric-demo --provider shm --json demo-results.json
+# The main job: two processes on shm, single and paged writes, every byte
+# verified. Only what fabric-demo needs: its packages, the library and the
+# tool (preset demo, build/demo/), no tests, CUDA kernels or Python.
+demo:
+	@scripts/install-deps.sh demo
+	@cmake --preset demo >/dev/null
+	@cmake --build --preset demo -j $(JOBS)
+	@build/demo/tools/fabric-demo --provider shm --json demo-results.json
 
 test: build
 	@ctest --preset $(PRESET) -j $(JOBS)

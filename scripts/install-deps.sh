@@ -1,20 +1,28 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages fabric-lib builds and tests with, when missing.
-# `install-deps.sh fuzz` adds what the fuzz preset needs.
+# Installs the Debian 12 packages fabric-lib needs, when missing:
+#   install-deps.sh demo   the library and fabric-demo (make demo)
+#   install-deps.sh        everything make build and make test use
+#   install-deps.sh fuzz   that, and what the fuzz preset needs
 set -euo pipefail
 
+# The library and the tools.
 packages=(
   build-essential cmake ninja-build pkg-config
   libfabric-dev libfabric-bin
   libfmt-dev libspdlog-dev libcli11-dev nlohmann-json3-dev libconcurrentqueue-dev
   libhwloc-dev libibverbs-dev zlib1g-dev
-  googletest libgtest-dev libgmock-dev
-  python3-matplotlib
-  python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest python3-pytest-timeout
-  python3-torch python3-pip
-  # tools/netbed: namespaces, veth, tc (iproute2); its --loss rule (nftables).
-  iproute2 nftables
 )
+if [[ "${1:-}" != demo ]]; then
+  packages+=(
+    googletest libgtest-dev libgmock-dev
+    python3-matplotlib
+    python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest python3-pytest-timeout
+    # python/tests (torch tests, weights and moe; about 1 GB); pip for ml_dtypes below.
+    python3-torch python3-pip
+    # tools/netbed: namespaces, veth, tc (iproute2); its --loss rule (nftables).
+    iproute2 nftables
+  )
+fi
 # scripts/run-fuzzers.sh also needs clang and its libFuzzer runtime.
 if [[ "${1:-}" == fuzz ]]; then
   packages+=(clang libclang-rt-14-dev)
@@ -24,7 +32,9 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+mode="${1:-}"
 python_packages() {
+  [[ "$mode" == demo ]] && return 0
   # ml_dtypes (PyPI): the independent FP8 reference of python/tests/test_weights.py. 0.5.4 runs
   # on Debian's numpy 1.24; --no-deps keeps pip from replacing that numpy (torch needs it).
   /usr/bin/python3 -c "import ml_dtypes" 2>/dev/null ||

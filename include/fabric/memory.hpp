@@ -74,6 +74,8 @@ class MrDesc {
   [[nodiscard]] std::vector<std::byte> encode() const;
   // Printable and parseable: "fmd2:" followed by the hex of encode().
   [[nodiscard]] std::string to_string() const;
+  // For humans and logs: size, base and the owner's describe().
+  [[nodiscard]] std::string describe() const;
 
   [[nodiscard]] bool empty() const noexcept { return data_ == nullptr; }
   [[nodiscard]] const NetAddr& owner() const;

@@ -2,6 +2,7 @@
 // Errors are values: every fallible call returns Status or Result<T>.
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -43,6 +44,18 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
+// Thrown by Result<T>::value() (and by * and ->) on a Result that holds an
+// error: what() is the Status's "code: message", status() the Status itself.
+// Check ok() first where an error is expected; this is for the unexpected.
+class BadResultAccess : public std::runtime_error {
+ public:
+  explicit BadResultAccess(Status status);
+  [[nodiscard]] const Status& status() const noexcept { return status_; }
+
+ private:
+  Status status_;
+};
+
 // Holds either a value or a non-ok Status.
 template <typename T>
 class [[nodiscard]] Result {
@@ -57,9 +70,19 @@ class [[nodiscard]] Result {
   [[nodiscard]] bool ok() const noexcept { return std::holds_alternative<T>(state_); }
   explicit operator bool() const noexcept { return ok(); }
 
-  [[nodiscard]] T& value() & { return std::get<T>(state_); }
-  [[nodiscard]] const T& value() const& { return std::get<T>(state_); }
-  [[nodiscard]] T&& value() && { return std::get<T>(std::move(state_)); }
+  // The value; throws BadResultAccess carrying the error when there is none.
+  [[nodiscard]] T& value() & {
+    throw_if_error();
+    return std::get<T>(state_);
+  }
+  [[nodiscard]] const T& value() const& {
+    throw_if_error();
+    return std::get<T>(state_);
+  }
+  [[nodiscard]] T&& value() && {
+    throw_if_error();
+    return std::get<T>(std::move(state_));
+  }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
@@ -72,6 +95,10 @@ class [[nodiscard]] Result {
   }
 
  private:
+  void throw_if_error() const {
+    if (!ok()) throw BadResultAccess(std::get<Status>(state_));
+  }
+
   std::variant<T, Status> state_;
 };
 

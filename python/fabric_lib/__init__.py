@@ -6,8 +6,8 @@ engine's contract.
 
 from __future__ import annotations
 
-import time
-from typing import Iterable
+import time as _time
+import typing as _typing
 
 from ._native import (
     MAX_WRITE_BYTES,
@@ -42,12 +42,15 @@ del restore_interpreter_handlers
 from ._counts import paged_writes_imm_count, scatter_imm_count, single_write_imm_count  # noqa: E402
 from ._store import all_gather_bytes  # noqa: E402
 
+if _typing.TYPE_CHECKING:
+    from typing import Iterable
+
 
 def wait_all(transfers: Iterable[Transfer], timeout: float | None = None) -> None:
     """Waits for every transfer, raising the first error met, within one overall timeout."""
-    deadline = None if timeout is None else time.monotonic() + timeout
+    deadline = None if timeout is None else _time.monotonic() + timeout
     for t in transfers:
-        t.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        t.wait(None if deadline is None else max(0.0, deadline - _time.monotonic()))
 
 
 __all__ = [
@@ -79,3 +82,6 @@ __all__ = [
     "single_write_imm_count",
     "wait_all",
 ]
+
+# The __future__ import binds a module attribute; dir(fabric_lib) lists only the API.
+del annotations

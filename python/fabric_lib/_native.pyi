@@ -102,6 +102,9 @@ class MrDesc:
     def __hash__(self) -> int: ...
     def __getstate__(self) -> bytes: ...
     def __setstate__(self, state: bytes) -> None: ...
+    def describe(self) -> str:
+        """Size, base and owner, for logs."""
+
     @property
     def base(self) -> int:
         """The owner's virtual address of the region."""

@@ -47,7 +47,7 @@ void bind_values(py::module_& m) {
           py::arg("text"), "Parses str(addr) (\"fna2:\" + hex). Raises MalformedError.")
       .def("__bytes__", [](const NetAddr& a) { return to_bytes(a.encode()); })
       .def("__str__", &NetAddr::to_string)
-      .def("__repr__", [](const NetAddr& a) { return "<fabric_lib.NetAddr " + a.describe() + ">"; })
+      .def("__repr__", [](const NetAddr& a) { return "<fabric_lib." + a.describe() + ">"; })
       .def(
           "__eq__", [](const NetAddr& a, const NetAddr& b) { return a == b; }, py::is_operator())
       .def("__hash__", [](const NetAddr& a) { return hash_bytes(a.encode()); })
@@ -76,14 +76,8 @@ void bind_values(py::module_& m) {
           "Parses str(desc) (\"fmd2:\" + hex). Raises MalformedError.")
       .def("__bytes__", [](const MrDesc& d) { return to_bytes(d.encode()); })
       .def("__str__", &MrDesc::to_string)
-      .def("__repr__",
-           [](const MrDesc& d) {
-             char text[96];
-             std::snprintf(text, sizeof text, "<fabric_lib.MrDesc base=0x%llx size=%llu>",
-                           static_cast<unsigned long long>(d.base()),
-                           static_cast<unsigned long long>(d.size()));
-             return std::string(text);
-           })
+      .def("__repr__", [](const MrDesc& d) { return "<fabric_lib." + d.describe() + ">"; })
+      .def("describe", &MrDesc::describe, "Size, base and owner, for logs.")
       .def(
           "__eq__", [](const MrDesc& a, const MrDesc& b) { return a == b; }, py::is_operator())
       .def("__hash__", [](const MrDesc& d) { return hash_bytes(d.encode()); })

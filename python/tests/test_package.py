@@ -19,10 +19,10 @@ def test_all_names_exist() -> None:
     for name in fl.__all__:
         assert hasattr(fl, name), name
     public = {n for n in dir(fl) if not n.startswith("_")}
-    # The workload subpackages (they need numpy or torch) are attributes once
-    # another test imported them.
+    # Exactly __all__, plus the workload subpackages (they need numpy or torch),
+    # which are attributes once another test imported them.
     subpackages = {"weights", "moe", "kv", "vllm"}
-    assert public - set(fl.__all__) <= {"annotations", "time", "Iterable"} | subpackages
+    assert public - subpackages == set(fl.__all__) - {"__version__"}
 
 
 def test_version_matches_the_build_files() -> None:

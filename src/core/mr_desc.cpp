@@ -129,6 +129,15 @@ std::string MrDesc::to_string() const {
   return std::string(kTextPrefix) + wire::to_hex(encode());
 }
 
+std::string MrDesc::describe() const {
+  if (empty()) return "MrDesc(empty)";
+  const std::uint64_t n = size();
+  const std::string length = n % (1ULL << 20) == 0 && n != 0 ? fmt::format("{} MiB", n >> 20)
+                             : n % (1ULL << 10) == 0 && n != 0 ? fmt::format("{} KiB", n >> 10)
+                                                               : fmt::format("{} B", n);
+  return fmt::format("MrDesc({} at {:#x} of {})", length, base(), owner().describe());
+}
+
 Result<MrDesc> MrDesc::parse(std::string_view text) {
   if (text.starts_with(kOldTextPrefix)) {
     return malformed("unsupported version 1 text form \"fmd1:\" (this build reads \"fmd2:\"; "

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/wire.hpp"
+#include "core/address_text.hpp"
 
 namespace fabric {
 
@@ -143,14 +144,12 @@ Result<NetAddr> NetAddr::parse(std::string_view text) {
 
 std::string NetAddr::describe() const {
   if (empty()) return "NetAddr(empty)";
-  std::string out = fmt::format("NetAddr({} {} instance={:016x} max_msg={} domains=[",
-                                backend_name(backend_), provider_, instance_id_,
-                                max_message_size_);
+  std::string out = fmt::format("NetAddr({} ", provider_);
   for (std::size_t i = 0; i < domains_.size(); ++i) {
     if (i) out += ", ";
-    out += wire::to_hex(domains_[i]);
+    out += describe_domain_address(backend_, domains_[i]);
   }
-  out += "])";
+  out += fmt::format(" instance={:08x})", instance_id_ >> 32);
   return out;
 }
 

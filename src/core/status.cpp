@@ -28,6 +28,9 @@ std::string Status::to_string() const {
   return fmt::format("{}: {}", errc_name(code_), message_);
 }
 
+BadResultAccess::BadResultAccess(Status status)
+    : std::runtime_error("Result holds no value: " + status.to_string()), status_(std::move(status)) {}
+
 std::string Device::to_string() const {
   return is_host() ? std::string("host") : fmt::format("cuda:{}", index);
 }

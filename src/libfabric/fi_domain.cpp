@@ -102,13 +102,17 @@ Status FiDomain::init(const ProviderQuery& query) {
     return provider_error("fi_av_open", rc);
   }
   if (int rc = fi_endpoint(domain_.get(), info, ep_.out(), nullptr)) {
+    if (rc == -FI_EADDRNOTAVAIL) return cannot_bind(info->fabric_attr->prov_name, query.bind_address);
     return provider_error("fi_endpoint", rc);
   }
   if (int rc = fi_ep_bind(ep_.get(), &av_->fid, 0)) return provider_error("fi_ep_bind(av)", rc);
   if (int rc = fi_ep_bind(ep_.get(), &cq_->fid, FI_TRANSMIT | FI_RECV)) {
     return provider_error("fi_ep_bind(cq)", rc);
   }
-  if (int rc = fi_enable(ep_.get())) return provider_error("fi_enable", rc);
+  if (int rc = fi_enable(ep_.get())) {
+    if (rc == -FI_EADDRNOTAVAIL) return cannot_bind(info->fabric_attr->prov_name, query.bind_address);
+    return provider_error("fi_enable", rc);
+  }
 
   std::array<std::byte, 256> name{};
   std::size_t name_len = name.size();

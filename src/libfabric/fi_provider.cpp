@@ -3,8 +3,10 @@
 #include "common/log.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <rdma/fi_errno.h>
 
+#include <algorithm>
 #include <array>
 #include <string_view>
 #include <dlfcn.h>
@@ -13,6 +15,7 @@
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <vector>
 
 #include <unistd.h>
 
@@ -124,6 +127,42 @@ Result<InfoPtr> getinfo(const std::string& prov, const char* node, bool delivery
   return first;
 }
 
+// The distinct providers on this host that offer what the engine needs, in
+// libfabric's order ("shm, tcp;ofi_rxm, ..."), for error messages.
+std::string usable_providers() {
+  InfoPtr hints = make_hints("", false, false);
+  fi_info* found = nullptr;
+  if (fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints.get(), &found) != 0) return "none";
+  InfoPtr all(found);
+  std::vector<std::string> names;
+  for (const fi_info* i = found; i != nullptr; i = i->next) {
+    if (i->domain_attr->cq_data_size < 4) continue;
+    std::string name = i->fabric_attr->prov_name;
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  return names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "));
+}
+
+// Says why a named provider found nothing: missing hardware, an address no
+// interface has, or a provider this host lacks.
+Status explain_not_found(const std::string& prov, const char* node, const Status& failure) {
+  if (failure.code() != Errc::not_found) return failure;
+  if (is_ip_provider(prov) && node != nullptr && getinfo(prov, nullptr, false).ok()) {
+    return cannot_bind(prov, node);
+  }
+  const std::string available = usable_providers();
+  if (prov == "efa") {
+    return Status(Errc::not_found,
+                  fmt::format("no EFA device on this host (libfabric's efa provider found none); "
+                              "usable providers here: {}; run fabric-info for details",
+                              available));
+  }
+  return Status(Errc::not_found,
+                fmt::format("no usable libfabric provider '{}' on this host; usable providers "
+                            "here: {}; run fabric-info for details",
+                            prov, available));
+}
+
 }  // namespace
 
 std::string provider_string(std::string_view name) {
@@ -138,6 +177,13 @@ bool prov_defaults_to_delivery_complete(std::string_view prov) {
   // when the write waits for delivery; shm 1.17 never completes zero-length
   // writes in that mode, so it keeps the provider's default.
   return prov.starts_with("tcp") || prov.starts_with("verbs");
+}
+
+Status cannot_bind(std::string_view prov, const std::string& bind_address) {
+  return Status(Errc::not_found,
+                fmt::format("provider {} cannot bind to '{}': no local interface has that "
+                            "address (EngineConfig::bind_address, --bind)",
+                            prov, bind_address));
 }
 
 bool is_ip_provider(std::string_view prov) {
@@ -178,7 +224,9 @@ Result<InfoPtr> find_provider(const ProviderQuery& query) {
     log::info("provider {} offers no FI_HMEM: GPU memory cannot be registered ({})", prov,
               with_hmem.status().message());
   }
-  return getinfo(prov, node, delivery_complete, false, query.domain_name);
+  auto found = getinfo(prov, node, delivery_complete, false, query.domain_name);
+  if (found) return found;
+  return explain_not_found(prov, shm_name.empty() ? node : nullptr, found.status());
 }
 
 }  // namespace fabric::ofi

@@ -32,6 +32,9 @@ struct ProviderQuery {
 
 bool prov_defaults_to_delivery_complete(std::string_view provider_string);
 
+// The error for an IP provider told to bind where no local interface is.
+Status cannot_bind(std::string_view provider_string, const std::string& bind_address);
+
 // fi_getinfo for an RDM endpoint with MSG + RMA + remote CQ data and every
 // mr_mode bit the engine can honour; returns the first match.
 Result<InfoPtr> find_provider(const ProviderQuery& query);

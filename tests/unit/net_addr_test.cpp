@@ -1,6 +1,10 @@
 #include "fabric/net_addr.hpp"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+
+#include "fabric/memory.hpp"
 
 namespace fabric {
 namespace {
@@ -59,6 +63,44 @@ TEST(NetAddr, GarbageTextIsRejected) {
   for (const char* text : {"", "fna2:", "fna2:zz", "fna2:abc", "hello", "fmd2:00", "fna1:00"}) {
     EXPECT_EQ(NetAddr::parse(text).status().code(), Errc::malformed) << text;
   }
+}
+
+}  // namespace
+}  // namespace fabric
+
+namespace fabric {
+namespace {
+
+std::vector<std::byte> as_bytes(const void* p, std::size_t n) {
+  const auto* b = static_cast<const std::byte*>(p);
+  return {b, b + n};
+}
+
+TEST(NetAddrDescribe, ShowsProviderAndIpPortNotHex) {
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(4242);
+  ASSERT_EQ(::inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr), 1);
+  const NetAddr a =
+      NetAddr::make(Backend::libfabric, "tcp;ofi_rxm", 0xabcdef0123456789ULL, 65536,
+                    {as_bytes(&sa, sizeof sa)})
+          .value();
+  EXPECT_EQ(a.describe(), "NetAddr(tcp;ofi_rxm 127.0.0.1:4242 instance=abcdef01)");
+}
+
+TEST(NetAddrDescribe, ShowsShmNameAndShortHexOtherwise) {
+  const char name[] = "fi_shm://4242/fl-1";
+  std::vector<std::byte> opaque(40, std::byte{0xab});
+  const NetAddr a = NetAddr::make(Backend::libfabric, "shm", 1, 65536,
+                                  {as_bytes(name, sizeof name), opaque})
+                        .value();
+  EXPECT_EQ(a.describe(), "NetAddr(shm fi_shm://4242/fl-1, abababababababab.. (40 B) instance=00000000)");
+}
+
+TEST(MrDescDescribe, ShowsSizeBaseAndOwner) {
+  const NetAddr owner = sample(1);
+  const MrDesc d = MrDesc::make(owner, 0x1000, 64 << 20, {{0x1000, 7}}).value();
+  EXPECT_EQ(d.describe(), "MrDesc(64 MiB at 0x1000 of " + owner.describe() + ")");
 }
 
 }  // namespace

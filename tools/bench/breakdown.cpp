@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/stats.hpp"
+
 namespace bench {
 
 namespace {
@@ -10,10 +12,7 @@ StageFigures stage(std::vector<std::uint64_t> v) {
   StageFigures f;
   if (v.empty()) return f;
   std::sort(v.begin(), v.end());
-  auto at = [&](double q) {
-    const auto i = static_cast<std::size_t>(q * static_cast<double>(v.size() - 1));
-    return static_cast<double>(v[i]);
-  };
+  auto at = [&](double q) { return tools::quantile(v, q); };
   f.p50_ns = at(0.50);
   f.p90_ns = at(0.90);
   f.p99_ns = at(0.99);

@@ -71,6 +71,7 @@ std::string Link::recv(std::chrono::milliseconds timeout) {
 
 std::string Link::expect(const std::string& word, std::chrono::milliseconds timeout) {
   std::string line = recv(timeout);
+  if (line.starts_with("fail ")) throw std::runtime_error("target: " + line.substr(5));
   if (line.rfind(word, 0) != 0) {
     throw std::runtime_error(fmt::format("target said '{}' (wanted '{}')", line, word));
   }
@@ -96,10 +97,13 @@ Child fork_child(const std::function<int(Link&)>& body) {
       try {
         rc = body(link);
       } catch (const std::exception& e) {
-        fmt::print(stderr, "fabric-bench target: {}\n", e.what());
+        // The bench reports what its targets tell it, so that one failure
+        // (an unknown provider in all five processes) is one line; printed
+        // here only when the bench can no longer be told.
         try {
           link.send(fmt::format("fail {}", e.what()));
         } catch (...) {
+          fmt::print(stderr, "fabric-bench target: {}\n", e.what());
         }
       }
     }

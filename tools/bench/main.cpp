@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 
+#include "common/rendezvous.hpp"
 #include "options.hpp"
 #include "peer_runs.hpp"
 #include "report.hpp"
@@ -22,12 +23,22 @@ int main(int argc, char** argv) {
   app.add_option("--connect", opt.connect,
                  "client role: drive the server(s) at HOST:PORT (repeat for scatter peers)");
   app.add_option("--provider", opt.provider, "shm, tcp, sockets, ...");
+  auto* bind = app.add_option("--bind", opt.bind,
+                              "IP providers bind here (default 127.0.0.1; with --listen, its HOST)");
+  app.add_option("--iface", opt.iface,
+                 "interface for IP providers (FI_TCP_IFACE/FI_SOCKETS_IFACE; default lo for a "
+                 "loopback --bind)");
   app.add_option("--backend", opt.backend,
                  "libfabric (engine and raw loop on --provider) or verbs (engine only; compare "
                  "with ib_write_bw: tools/bench/verbs-vm.sh)")
       ->check(CLI::IsMember({"libfabric", "verbs"}));
   app.add_option("--ops", opt.ops, "single_write, paged_write, imm, sendrecv, scatter (1, 2, 4 target processes)")->delimiter(',');
   app.add_flag("--quick", opt.quick, "few sizes, short rounds (CI smoke)");
+  app.add_option("--sizes", opt.sizes,
+                 "single_write sizes: a list (4K,64K,1M), a range of powers of two (4K-64M) or "
+                 "all (8 B to 64 MiB)");
+  app.add_option("--iters", opt.iters, "requests per measured round (default: ~1 GiB a round)")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 24));
   app.add_option("--window", opt.window, "outstanding writes (paged: window/16 batches)")
       ->check(CLI::Range(1u, 4096u));
   app.add_option("--pages", opt.pages, "pages per paged batch")->check(CLI::Range(1024u, 16384u));
@@ -70,13 +81,17 @@ int main(int argc, char** argv) {
                        "--connect HOST:PORT\n");
     return 2;
   }
+  try {
+    // A server binds its engine where it listens unless told otherwise.
+    if (!opt.listen.empty() && bind->count() == 0) opt.bind = tools::parse_host_port(opt.listen).host;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "fabric-bench: --listen: {}\n", e.what());
+    return 2;
+  }
   // Before any provider is touched: IP providers read these once. With
   // --nics every Domain binds its own NIC's address instead, and a
   // process-wide interface filter would hide all NICs but one.
-  if (opt.nics.empty()) {
-    ::setenv("FI_TCP_IFACE", "lo", 1);
-    ::setenv("FI_SOCKETS_IFACE", "lo", 1);
-  }
+  if (opt.nics.empty()) tools::choose_interface(opt.bind, opt.iface);
 
   if (!opt.peers.empty() && (!opt.listen.empty() || opt.backend != "libfabric")) {
     fmt::print(stderr, "fabric-bench: --peer needs the client role (--local or --connect) on the "

@@ -13,6 +13,9 @@ struct Options {
   std::string listen;
   std::vector<std::string> connect;
   std::string provider = "shm";
+  // IP providers bind here (engine and raw loop); --iface names the interface.
+  std::string bind = "127.0.0.1";
+  std::string iface;
   // "verbs": the engine on its verbs backend. Its raw counterpart is perftest's
   // ib_write_bw (tools/bench/verbs-vm.sh), so no raw libfabric loop runs.
   std::string backend = "libfabric";
@@ -24,6 +27,8 @@ struct Options {
   // Stamp the initiator's requests (EngineConfig::record_post_timings) and
   // report where their time goes before the NIC sees them.
   bool breakdown = false;
+  std::string sizes;        // --sizes (sizes.hpp); empty: 4 KiB .. 64 MiB by 4x
+  std::uint64_t iters = 0;  // requests per measured round; 0: sized to ~1 GiB per round
   std::uint32_t reps = 0;  // measured rounds per size and mode, best kept; 0: 3 (1 with --quick)
   // The bench's main thread on CPU 0, target i's on CPU (1 + i) mod N, after
   // the engines started (their worker and callback threads stay unpinned).

@@ -32,13 +32,17 @@ def main():
     machine = doc.get("machine", {})
     fig, axes = plt.subplots(1, len(ops), figsize=(6 * len(ops), 4.5), squeeze=False)
     for ax, op in zip(axes[0], ops):
-        pts = sorted((r for r in rows if r["op"] == op), key=lambda r: r["size"])
-        sizes = [r["size"] for r in pts]
-        ax.plot(sizes, [r["engine_gbps"] for r in pts], "o-", label="engine")
+        # Scatter rows share one slice size; what varies is the peer count.
+        x_of = (lambda r: r.get("peers", r["count"])) if op == "scatter" else (lambda r: r["size"])
+        pts = sorted((r for r in rows if r["op"] == op), key=x_of)
+        xs = [x_of(r) for r in pts]
+        ax.plot(xs, [r["engine_gbps"] for r in pts], "o-", label="engine")
         if all(r.get("raw_gbps") is not None for r in pts):
-            ax.plot(sizes, [r["raw_gbps"] for r in pts], "s--", label="raw libfabric")
+            ax.plot(xs, [r["raw_gbps"] for r in pts], "s--", label="raw libfabric")
         ax.set_xscale("log", base=2)
-        ax.set_xlabel({"paged_write": "page size (bytes)", "sendrecv": "message size (bytes)"}.get(op, "write size (bytes)"))
+        ax.set_xlabel({"paged_write": "page size (bytes)", "sendrecv": "message size (bytes)",
+                       "scatter": "peers (%s B slice each)" % pts[0]["size"]}
+                      .get(op, "write size (bytes)"))
         ax.set_ylabel("Gbit/s (1e9 bit/s)")
         ax.set_title("%s, %s" % (op, machine.get("provider", pts[0]["provider"])))
         ax.grid(True, which="both", alpha=0.3)

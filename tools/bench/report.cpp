@@ -5,12 +5,14 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/stats.hpp"
 #include "fabric/version.hpp"
 
 namespace bench {
@@ -62,18 +64,23 @@ nlohmann::json machine(const Options& opt, const SweepResult& r) {
 
 void print_table(const SweepResult& r, const std::vector<PeerRun>& peers) {
   fmt::print("provider {}{}\n", r.provider, r.delivery_complete ? " (delivery-complete)" : "");
-  fmt::print("{:<12} {:>9} {:>6} {:>7} {:>9} {:>9} {:>6} {:>10} {:>8} {:>8} {:>9} {:>8}\n", "op",
-             "size", "count", "iters", "eng Gb/s", "raw Gb/s", "ratio", "eng ops/s", "p50 us",
-             "p99 us", "p99.9 us", "raw p50");
+  // Latency columns: per request, submit to local completion; imm rows are
+  // round trips (ping, pong). "-": no raw loop, or too few samples.
+  fmt::print("{:<12} {:>9} {:>6} {:>7} {:>10} {:>10} {:>6} {:>10} {:>8} {:>8} {:>9} {:>8}\n", "op",
+             "size", "count", "iters", "eng Gbit/s", "raw Gbit/s", "ratio", "eng req/s",
+             "p50 us", "p99 us", "p99.9 us", "raw p50");
   for (const Row& row : r.rows) {
-    const auto cell = [&](double v, int prec) {
-      return row.has_raw ? fmt::format("{:.{}f}", v, prec) : std::string("-");
+    const auto cell = [](double v, int prec) {
+      return std::isnan(v) ? std::string("-") : fmt::format("{:.{}f}", v, prec);
     };
-    fmt::print("{:<12} {:>9} {:>6} {:>7} {:>9.2f} {:>9} {:>6} {:>10.0f} {:>8.1f} {:>8.1f} "
-               "{:>9.1f} {:>8}\n",
-               row.op, row.size, row.count, row.iterations, row.engine.gbps,
-               cell(row.raw.gbps, 2), cell(ratio(row), 3), row.engine.ops_per_s,
-               row.engine.p50_us, row.engine.p99_us, row.engine.p999_us, cell(row.raw.p50_us, 1));
+    const auto raw_cell = [&](double v, int prec) {
+      return row.has_raw ? cell(v, prec) : std::string("-");
+    };
+    fmt::print("{:<12} {:>9} {:>6} {:>7} {:>10.2f} {:>10} {:>6} {:>10.0f} {:>8} {:>8} {:>9} {:>8}\n",
+               row.op == "imm" ? "imm (rtt)" : row.op, tools::human_bytes(row.size), row.count,
+               row.iterations, row.engine.gbps, raw_cell(row.raw.gbps, 2), raw_cell(ratio(row), 3),
+               row.engine.ops_per_s, cell(row.engine.p50_us, 1), cell(row.engine.p99_us, 1),
+               cell(row.engine.p999_us, 1), raw_cell(row.raw.p50_us, 1));
   }
   for (const Row& row : r.rows) {
     if (row.op != "scatter") continue;

@@ -35,7 +35,7 @@ std::vector<std::uint8_t> unhex(const std::string& s) {
 fabric::EngineConfig engine_config(const SideConfig& cfg) {
   fabric::EngineConfig c;
   c.provider = cfg.provider;
-  c.bind_address = "127.0.0.1";
+  c.bind_address = cfg.bind_address;
   c.busy_poll = cfg.busy_poll;
   if (cfg.verbs) c.backend = fabric::Backend::verbs;
   c.record_post_timings = cfg.record_post_timings;
@@ -88,7 +88,8 @@ Side::Side(const SideConfig& cfg)
       imm_buf(4096),
       engine(must(fabric::TransferEngine::create(engine_config(cfg)), "creating the engine")) {
   if (!cfg.verbs && cfg.nics.empty()) {
-    raw.emplace(libfabric_provider(cfg.provider), engine_uses_delivery_complete(cfg.provider));
+    raw.emplace(libfabric_provider(cfg.provider), engine_uses_delivery_complete(cfg.provider),
+                cfg.bind_address);
   }
   eng_buf = must(engine->reg_mr(buf.data, buf.size), "engine reg_mr(buffer)");
   eng_imm = must(engine->reg_mr(imm_buf.data, imm_buf.size), "engine reg_mr(imm)");

@@ -24,6 +24,7 @@ inline constexpr std::uint32_t kPong = 9;
 
 struct SideConfig {
   std::string provider = "shm";  // the engine's name for it ("shm", "tcp", ...)
+  std::string bind_address = "127.0.0.1";  // IP providers (engine and raw loop) bind here
   bool verbs = false;            // engine on the verbs backend, no raw loop
   bool record_post_timings = false;
   std::size_t buffer_bytes = 64u << 20;

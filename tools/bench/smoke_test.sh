@@ -1,6 +1,6 @@
 #!/bin/sh
 # fabric_bench_smoke: a --quick sweep must run, verify its data and write a
-# JSON whose rows carry the issue's schema. Figures are not judged here.
+# JSON whose rows carry the documented keys (docs/benchmarks.md). Figures are not judged here.
 set -eu
 bench="$1"
 json="$2"
@@ -32,19 +32,8 @@ PY
 out=$(mktemp)
 "$bench" --listen 127.0.0.1:0 --provider shm >"$out" 2>&1 &
 server=$!
-port=""
-for _ in $(seq 1 300); do  # bounded: 30 s for the server to start listening
-  port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$out")
-  [ -n "$port" ] && break
-  kill -0 "$server" 2>/dev/null || break
-  sleep 0.1
-done
-if [ -z "$port" ]; then
-  cat "$out"
-  kill "$server" 2>/dev/null || true
-  echo "fabric_bench_smoke: the server never listened" >&2
-  exit 1
-fi
+port=$(sh "$(dirname "$0")/../common/listening-port.sh" "$out" "$server") ||
+  { kill "$server" 2>/dev/null || true; exit 1; }
 "$bench" --connect "127.0.0.1:$port" --provider shm --quick --ops single_write,imm --json "$json.client"
 wait "$server"
 /usr/bin/python3 - "$json.client" <<'PY'
@@ -72,3 +61,40 @@ assert not any("peer_runs" in r for r in doc["results"])
 print("fabric_bench_smoke: a missing peer is reported, not fatal")
 PY
 rm -f "$json.peer"
+
+# Errors: one line per failure, not one per process (five with scatter), and
+# a refused --connect fails within seconds, naming the address.
+err=$(mktemp)
+status=0
+"$bench" --local --provider no-such-provider --quick 2>"$err" || status=$?
+[ "$status" -ne 0 ] || { echo "fabric_bench_smoke: an unknown provider ran" >&2; exit 1; }
+lines=$(grep -c "no usable libfabric provider 'no-such-provider'" "$err" || true)
+[ "$lines" -eq 1 ] || { cat "$err"; echo "fabric_bench_smoke: $lines error lines, want 1" >&2; exit 1; }
+grep -q "fabric-info" "$err" || { cat "$err"; echo "fabric_bench_smoke: no pointer to fabric-info" >&2; exit 1; }
+status=0
+start=$(date +%s)
+timeout 30 "$bench" --connect 127.0.0.1:1 --provider shm --quick 2>"$err" || status=$?
+took=$(( $(date +%s) - start ))
+[ "$status" -eq 1 ] && [ "$took" -le 10 ] && grep -q "127.0.0.1:1: connection refused: nothing listens there" "$err" ||
+  { cat "$err"; echo "fabric_bench_smoke: refused --connect: exit $status after $took s" >&2; exit 1; }
+rm -f "$err"
+echo "fabric_bench_smoke: errors are single lines; a refused --connect fails in $took s"
+
+# --sizes and --iters pick the sweep; percentiles the samples cannot support
+# are null, not invented (32 requests: p50 only).
+"$bench" --local --provider shm --quick --ops single_write --sizes 8,4K --iters 32 --reps 1 \
+  --json "$json.sizes" >/dev/null
+/usr/bin/python3 - "$json.sizes" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))["results"]
+assert [r["size"] for r in rows] == [8, 4096], rows
+for r in rows:
+    assert r["iterations"] == 32 and r["verified"], r
+    assert r["p50_us"] is not None and r["p99_us"] is None and r["p999_us"] is None, r
+print("fabric_bench_smoke: --sizes/--iters ok, no p99 from 32 samples")
+PY
+status=0
+"$bench" --local --provider shm --quick --sizes 12 2>"$json.err" || status=$?
+[ "$status" -ne 0 ] && grep -q "multiples of 8" "$json.err" ||
+  { cat "$json.err"; echo "fabric_bench_smoke: --sizes 12 accepted" >&2; exit 1; }
+rm -f "$json.sizes" "$json.err"

@@ -2,14 +2,13 @@
 
 #include <algorithm>
 
+#include "common/stats.hpp"
+
 namespace bench {
 
 namespace {
-double pick(const std::vector<std::uint64_t>& s, double q) {
-  if (s.empty()) return 0;
-  const auto i = static_cast<std::size_t>(q * static_cast<double>(s.size() - 1) + 0.5);
-  return static_cast<double>(s[std::min(i, s.size() - 1)]) / 1e3;
-}
+// In microseconds; NaN where the samples are too few (tools/common/stats.hpp).
+double pick(const std::vector<std::uint64_t>& s, double q) { return tools::quantile(s, q) / 1e3; }
 }  // namespace
 
 Figures summarize(std::vector<std::uint64_t>& lat, std::uint64_t payload_bytes,

@@ -7,11 +7,13 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/stats.hpp"
 #include "link.hpp"
 #include "pattern.hpp"
 #include "runs.hpp"
 #include "scatter.hpp"
 #include "side.hpp"
+#include "sizes.hpp"
 #include "target.hpp"
 #include "tcp_link.hpp"
 
@@ -21,8 +23,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::vector<std::uint64_t> single_sizes(bool quick) {
-  if (quick) return {4u << 10, 64u << 10, 1u << 20};
+std::vector<std::uint64_t> single_sizes(const Options& opt) {
+  if (!opt.sizes.empty()) return parse_sizes(opt.sizes, 64u << 20);
+  if (opt.quick) return {4u << 10, 64u << 10, 1u << 20};
   std::vector<std::uint64_t> v;
   for (std::uint64_t s = 4u << 10; s <= (64u << 20); s *= 4) v.push_back(s);
   return v;
@@ -123,7 +126,7 @@ class Session {
     r.size = size;
     r.pages = paged ? opt_.pages : 0;
     r.window = paged ? std::max<std::uint32_t>(1, opt_.window / 16) : opt_.window;
-    r.count = iterations(size * (paged ? r.pages : 1));
+    r.count = opt_.iters != 0 ? opt_.iters : iterations(size * (paged ? r.pages : 1));
     if (std::uint64_t{r.pages} * size > s_.buf.size || size > s_.buf.size) {
       throw std::runtime_error("buffer too small for " + op);
     }
@@ -232,28 +235,38 @@ class Session {
   std::uint64_t seed_ = 0;
 };
 
-void progress(std::size_t k, std::size_t total, const Row& row) {
-  fmt::print(stderr, "[{}/{}] {:<12} {:>9} B  engine {:8.2f} Gbit/s {:9.0f} op/s  raw {:8.2f} Gbit/s {:9.0f} op/s\n",
-             k, total, row.op, row.size, row.engine.gbps, row.engine.ops_per_s, row.raw.gbps,
-             row.raw.ops_per_s);
+// One line per row, with the time the rest of the sweep should take.
+void progress(std::chrono::steady_clock::time_point start, std::size_t k, std::size_t total,
+              const Row& row) {
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double eta = elapsed / static_cast<double>(k) * static_cast<double>(total - k);
+  fmt::print(stderr, "[{}/{} ETA {:.0f} s] {:<12} {:>9}  engine {:8.2f} Gbit/s {:9.0f} req/s  raw {:8.2f} Gbit/s {:9.0f} req/s\n",
+             k, total, eta, row.op, tools::human_bytes(row.size), row.engine.gbps,
+             row.engine.ops_per_s, row.raw.gbps, row.raw.ops_per_s);
 }
 
 }  // namespace
 
-SweepResult run_sweep(const Options& opt) {
+static SideConfig side_config(const Options& opt) {
   SideConfig cfg;
   cfg.provider = opt.provider;
+  cfg.bind_address = opt.bind;
   cfg.busy_poll = opt.busy_poll;
   cfg.verbs = opt.backend == "verbs";
   cfg.nics = opt.nics;
   cfg.buffer_bytes = std::max<std::size_t>(64u << 20, std::size_t{opt.pages} * (64u << 10));
+  return cfg;
+}
+
+SweepResult run_sweep(const Options& opt) {
+  SideConfig cfg = side_config(opt);
 
   const bool scatter = std::find(opt.ops.begin(), opt.ops.end(), "scatter") != opt.ops.end();
   // Fork first: the targets must not inherit engine threads or provider state.
   std::vector<Child> children;
   const unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
   for (const std::string& server : opt.connect) {
-    children.push_back(Child{-1, connect_link(server, 60s)});
+    children.push_back(Child{-1, connect_link(server)});
   }
   const std::size_t forked = !opt.connect.empty() ? 0 : scatter ? 4 : 1;
   const std::size_t processes = opt.connect.empty() ? forked : children.size();
@@ -284,36 +297,37 @@ SweepResult run_sweep(const Options& opt) {
     result.delivery_complete = engine_uses_delivery_complete(opt.provider);
     std::size_t total = 0;
     for (const auto& op : opt.ops) {
-      total += op == "single_write" ? single_sizes(opt.quick).size()
+      total += op == "single_write" ? single_sizes(opt).size()
                : op == "paged_write" ? page_sizes(opt.quick).size()
                : op == "sendrecv"    ? message_sizes(opt.quick).size()
                : op == "scatter"     ? peer_counts.size()
                                      : 1;
     }
+    const auto start = std::chrono::steady_clock::now();
     for (const auto& op : opt.ops) {
       if (op == "imm") {
         result.rows.push_back(session.imm());
-        progress(result.rows.size(), total, result.rows.back());
+        progress(start, result.rows.size(), total, result.rows.back());
         continue;
       }
       if (op == "scatter") {
         for (std::size_t p : peer_counts) {
           result.rows.push_back(session.scatter(p));
-          progress(result.rows.size(), total, result.rows.back());
+          progress(start, result.rows.size(), total, result.rows.back());
         }
         continue;
       }
       if (op == "sendrecv") {
         for (auto size : message_sizes(opt.quick)) {
           result.rows.push_back(session.sendrecv(size));
-          progress(result.rows.size(), total, result.rows.back());
+          progress(start, result.rows.size(), total, result.rows.back());
         }
         continue;
       }
       if (op != "single_write" && op != "paged_write") throw std::runtime_error("unknown op " + op);
-      for (auto size : op == "single_write" ? single_sizes(opt.quick) : page_sizes(opt.quick)) {
+      for (auto size : op == "single_write" ? single_sizes(opt) : page_sizes(opt.quick)) {
         result.rows.push_back(session.writes(op, size));
-        progress(result.rows.size(), total, result.rows.back());
+        progress(start, result.rows.size(), total, result.rows.back());
       }
     }
     session.bye();
@@ -326,23 +340,12 @@ SweepResult run_sweep(const Options& opt) {
 }
 
 int serve(const Options& opt) {
-  const auto colon = opt.listen.rfind(':');
-  if (colon == std::string::npos) {
-    fmt::print(stderr, "fabric-bench: --listen wants HOST:PORT, not '{}'\n", opt.listen);
-    return 2;
-  }
-  SideConfig cfg;
-  cfg.provider = opt.provider;
-  cfg.busy_poll = opt.busy_poll;
-  cfg.verbs = opt.backend == "verbs";
-  cfg.nics = opt.nics;
-  cfg.buffer_bytes = std::max<std::size_t>(64u << 20, std::size_t{opt.pages} * (64u << 10));
+  SideConfig cfg = side_config(opt);
   try {
-    Listener listener(opt.listen.substr(0, colon),
-                      static_cast<std::uint16_t>(std::stoul(opt.listen.substr(colon + 1))));
-    fmt::print("listening on {}:{}\n", opt.listen.substr(0, colon), listener.port());
+    tools::Listener listener(tools::parse_host_port(opt.listen));
+    fmt::print("listening on {}\n", listener.address().to_string());
     std::fflush(stdout);
-    Link link = listener.accept(std::chrono::minutes(5));
+    Link link = link_over(listener.accept(std::chrono::minutes(5)));
     return run_target(cfg, link);
   } catch (const std::exception& e) {
     fmt::print(stderr, "fabric-bench server: {}\n", e.what());

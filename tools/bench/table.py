@@ -27,14 +27,17 @@ def main():
               m["libfabric"], m["cpus"], m["cpu_model"], m["window"], m["reps"],
               " / ".join("%.2f" % x for x in m["loadavg_at_end"])))
     print()
-    print("| op | size | count | iters | engine Gbit/s | raw Gbit/s | ratio | engine ops/s "
+    # Latencies per request; imm rows are round trips. "–": too few samples or no raw loop.
+    print("| op | size | count | iters | engine Gbit/s | raw Gbit/s | ratio | engine req/s "
           "| p50 µs | p99 µs | p99.9 µs | raw p50 µs | raw p99 µs |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in doc["results"]:
-        print("| %s | %s | %d | %d | %s | %s | %s | %.0f | %.1f | %.1f | %.1f | %s | %s |" % (
-            r["op"], size(r["size"]) if r["size"] else "0", r["count"], r["iterations"],
+        print("| %s | %s | %d | %d | %s | %s | %s | %.0f | %s | %s | %s | %s | %s |" % (
+            "imm (round trip)" if r["op"] == "imm" else r["op"],
+            size(r["size"]) if r["size"] else "0", r["count"], r["iterations"],
             num(r["engine_gbps"], "%.2f"), num(r["raw_gbps"], "%.2f"), num(r["ratio"], "%.3f"),
-            r["ops_per_s"], r["p50_us"], r["p99_us"], r["p999_us"],
+            r["ops_per_s"], num(r["p50_us"], "%.1f"), num(r["p99_us"], "%.1f"),
+            num(r["p999_us"], "%.1f"),
             num(r.get("raw_p50_us") if r["raw_gbps"] is not None else None, "%.1f"),
             num(r.get("raw_p99_us") if r["raw_gbps"] is not None else None, "%.1f")))
     sc = [r for r in doc["results"] if r["op"] == "scatter"]

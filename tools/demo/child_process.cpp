@@ -10,6 +10,9 @@
 #include <thread>
 #include <unistd.h>
 
+#include <fmt/core.h>
+
+#include "common/rendezvous.hpp"
 #include "demo_error.hpp"
 
 namespace demo {
@@ -56,8 +59,17 @@ ChildProcess ChildProcess::spawn(const std::vector<std::string>& args) {
   return ChildProcess(pid, fds[0]);
 }
 
+ChildProcess ChildProcess::remote(const std::string& host_port) {
+  const tools::HostPort server = tools::parse_host_port(host_port);
+  fmt::print(stderr, "fabric-demo: connecting to {}\n", server.to_string());
+  ChildProcess peer(-1, tools::connect_to(server, std::chrono::seconds(3), "fabric-demo").release());
+  peer.remote_ = true;
+  return peer;
+}
+
 ChildProcess::ChildProcess(ChildProcess&& other) noexcept
-    : pid_(other.pid_), read_fd_(other.read_fd_), buffered_(std::move(other.buffered_)) {
+    : pid_(other.pid_), remote_(other.remote_), read_fd_(other.read_fd_),
+      buffered_(std::move(other.buffered_)) {
   other.pid_ = -1;
   other.read_fd_ = -1;
 }
@@ -87,7 +99,10 @@ std::string ChildProcess::read_line(std::chrono::milliseconds timeout) {
     const ssize_t n = ::read(read_fd_, chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) throw DemoError(errno_text("read from target"));
-    if (n == 0) throw DemoError("target process exited before reporting its address");
+    if (n == 0) {
+      throw DemoError(remote_ ? "the server closed the connection before reporting its address"
+                              : "target process exited before reporting its address");
+    }
     buffered_.append(chunk, static_cast<std::size_t>(n));
   }
 }
@@ -99,6 +114,7 @@ int ChildProcess::decode_wait_status(int status) {
 }
 
 int ChildProcess::wait_exit(std::chrono::milliseconds timeout) {
+  if (remote_) return 0;
   if (pid_ < 0) throw DemoError("target process already reaped");
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
@@ -118,6 +134,7 @@ int ChildProcess::wait_exit(std::chrono::milliseconds timeout) {
 }
 
 void ChildProcess::check_alive() {
+  if (remote_) return;
   if (pid_ < 0) throw DemoError("target process is gone");
   int status = 0;
   if (::waitpid(pid_, &status, WNOHANG) == pid_) {

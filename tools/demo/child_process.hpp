@@ -1,7 +1,8 @@
 #pragma once
 // The target process: spawned by re-executing this binary, it reports its
 // addresses over a pipe. Killed and reaped on every path that does not wait
-// for it, so no run leaves a stray process behind.
+// for it, so no run leaves a stray process behind. Or, between two hosts, a
+// target started with --listen elsewhere, reporting over a TCP connection.
 
 #include <chrono>
 #include <string>
@@ -16,6 +17,9 @@ class ChildProcess {
   // N is the write end of a pipe whose read end this object keeps. Call before
   // the parent starts any thread: only the forking thread survives fork().
   static ChildProcess spawn(const std::vector<std::string>& args);
+  // Connects to `fabric-demo --listen HOST:PORT` on another host; its
+  // liveness and exit are its own host's business (waits stay bounded).
+  static ChildProcess remote(const std::string& host_port);
 
   ChildProcess(ChildProcess&& other) noexcept;
   ChildProcess& operator=(ChildProcess&&) = delete;
@@ -37,6 +41,7 @@ class ChildProcess {
   static int decode_wait_status(int status);
 
   pid_t pid_ = -1;  // -1 once reaped
+  bool remote_ = false;
   int read_fd_ = -1;
   std::string buffered_;
 };

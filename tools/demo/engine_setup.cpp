@@ -1,20 +1,19 @@
 #include "engine_setup.hpp"
 
-#include <cstdlib>
+#include "common/rendezvous.hpp"
 
 #include "demo_error.hpp"
 
 namespace demo {
 
-void force_loopback() {
-  ::setenv("FI_TCP_IFACE", "lo", 1);
-  ::setenv("FI_SOCKETS_IFACE", "lo", 1);
+void choose_interface(const Options& options) {
+  tools::choose_interface(options.bind, options.iface);
 }
 
 std::unique_ptr<fabric::TransferEngine> make_engine(const Options& options) {
   fabric::EngineConfig config;
   config.provider = options.provider;
-  config.bind_address = "127.0.0.1";
+  config.bind_address = options.bind;
   return take(fabric::TransferEngine::create(config),
               "creating a '" + options.provider + "' engine");
 }

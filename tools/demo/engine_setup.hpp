@@ -1,5 +1,5 @@
 #pragma once
-// How both roles build their engine: same provider, loopback only.
+// How both roles build their engine: same provider, bound to --bind.
 
 #include <memory>
 
@@ -10,8 +10,9 @@
 namespace demo {
 
 // IP providers pick an interface from the environment when they start, so
-// this must run before the first engine exists in the process.
-void force_loopback();
+// this must run before the first engine exists in the process: `lo` for a
+// loopback bind address, --iface if given, else the user's environment.
+void choose_interface(const Options& options);
 
 std::unique_ptr<fabric::TransferEngine> make_engine(const Options& options);
 

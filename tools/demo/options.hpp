@@ -9,6 +9,13 @@ namespace demo {
 
 struct Options {
   std::string provider = "shm";
+  // IP providers bind here; `iface` names the interface (FI_TCP_IFACE).
+  std::string bind = "127.0.0.1";
+  std::string iface;
+  // Two hosts: the target serves on `listen` (HOST:PORT), the writer
+  // connects to it; neither set: the writer forks the target here.
+  std::string listen;
+  std::string connect;
   std::string json_path;  // empty: no JSON report
   bool quick = false;
   std::uint64_t seed = 0x5eedf00dULL;

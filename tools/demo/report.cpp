@@ -8,18 +8,10 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "common/stats.hpp"
 #include "demo_error.hpp"
 
 namespace demo {
-namespace {
-
-std::string human_size(std::uint64_t bytes) {
-  if (bytes >= (1ULL << 20) && bytes % (1ULL << 20) == 0) return fmt::format("{} MiB", bytes >> 20);
-  if (bytes >= (1ULL << 10) && bytes % (1ULL << 10) == 0) return fmt::format("{} KiB", bytes >> 10);
-  return fmt::format("{} B", bytes);
-}
-
-}  // namespace
 
 Machine describe_machine(const std::string& provider, const std::string& backend) {
   char host[256] = {};
@@ -30,14 +22,15 @@ Machine describe_machine(const std::string& provider, const std::string& backend
 }
 
 void print_header() {
-  fmt::print("{:<13} {:>9} {:>6} {:>10} {:>12} {:>12} {:>9}\n", "op", "size", "count",
-             "requests", "Gbit/s", "ops/s", "verified");
+  fmt::print("{:<13} {:>9} {:>6} {:>10} {:>12} {:>12} {:>12} {:>9}\n", "op", "size", "count",
+             "requests", "Gbit/s", "req/s", "writes/s", "verified");
   std::fflush(stdout);
 }
 
 void print_row(const Measurement& m) {
-  fmt::print("{:<13} {:>9} {:>6} {:>10} {:>12.2f} {:>12.0f} {:>9}\n", op_name(m.workload.op),
-             human_size(m.workload.size), m.workload.count, m.iterations, m.gbps(), m.ops_per_s(),
+  fmt::print("{:<13} {:>9} {:>6} {:>10} {:>12.2f} {:>12.0f} {:>12.0f} {:>9}\n",
+             op_name(m.workload.op), tools::human_bytes(m.workload.size), m.workload.count,
+             m.iterations, m.gbps(), m.requests_per_s(), m.writes_per_s(),
              m.verified ? "yes" : "NO");
   std::fflush(stdout);
 }
@@ -61,7 +54,8 @@ void write_json(const std::string& path, const Machine& machine,
                               {"bytes", m.bytes()},
                               {"seconds", m.seconds},
                               {"engine_gbps", m.gbps()},
-                              {"ops_per_s", m.ops_per_s()},
+                              {"ops_per_s", m.requests_per_s()},
+                              {"writes_per_s", m.writes_per_s()},
                               {"verified", m.verified}});
   }
   std::ofstream out(path);

@@ -18,8 +18,10 @@ struct Measurement {
   [[nodiscard]] std::uint64_t bytes() const { return iterations * workload.bytes_per_request(); }
   // Decimal gigabits: 1e9 bits per second.
   [[nodiscard]] double gbps() const { return static_cast<double>(bytes()) * 8 / seconds / 1e9; }
-  // Writes (single) or pages (paged) per second.
-  [[nodiscard]] double ops_per_s() const {
+  // Requests per second (a paged batch is one request), as fabric-bench's ops/s.
+  [[nodiscard]] double requests_per_s() const { return static_cast<double>(iterations) / seconds; }
+  // RDMA WRITEs per second: one per single write, one per page of a batch.
+  [[nodiscard]] double writes_per_s() const {
     return static_cast<double>(iterations * workload.ops_per_request()) / seconds;
   }
 };

@@ -9,6 +9,7 @@
 #include <fabric/fabric.hpp>
 #include <fmt/core.h>
 
+#include "common/rendezvous.hpp"
 #include "control_channel.hpp"
 #include "demo_error.hpp"
 #include "engine_setup.hpp"
@@ -56,7 +57,7 @@ class Target {
 };
 
 void Target::announce() {
-  if (options_.bootstrap_fd < 0) throw DemoError("--role target needs --bootstrap-fd");
+  if (options_.bootstrap_fd < 0) throw DemoError("the target needs --bootstrap-fd or --listen");
   engine_ = make_engine(options_);
   registered_ = take(engine_->reg_mr(region_.data(), region_.size()), "reg_mr of the destination");
   channel_ = std::make_unique<ControlChannel>(*engine_, mailbox_);
@@ -180,8 +181,18 @@ void Target::report_failure(const std::string& error) noexcept {
 
 }  // namespace
 
+int serve(Options options) {
+  tools::Listener listener(tools::parse_host_port(options.listen));
+  fmt::print("fabric-demo: listening on {}\n", listener.address().to_string());
+  std::fflush(stdout);
+  // The writer learns our addresses over this connection, as a forked
+  // target's writer does over its pipe; run_target closes it after that.
+  options.bootstrap_fd = listener.accept(std::chrono::minutes(5)).release();
+  return run_target(options);
+}
+
 int run_target(const Options& options) {
-  force_loopback();
+  choose_interface(options);
   Target target(options);
   try {
     return target.run();

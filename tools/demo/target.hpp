@@ -8,5 +8,7 @@ namespace demo {
 
 // Returns the process exit code; throws DemoError on any failure.
 int run_target(const Options& options);
+// --listen: waits for one writer on options.listen, then is its target.
+int serve(Options options);
 
 }  // namespace demo

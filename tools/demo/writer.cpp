@@ -256,9 +256,12 @@ int Writer::run() {
 
 int run_writer(const Options& options) {
   // Fork first: the child must not inherit a half-built engine or its threads.
-  ChildProcess child = ChildProcess::spawn(
-      {"--role", "target", "--provider", options.provider});
-  force_loopback();
+  std::vector<std::string> args = {"--role", "target", "--provider", options.provider, "--bind",
+                                   options.bind};
+  if (!options.iface.empty()) args.insert(args.end(), {"--iface", options.iface});
+  ChildProcess child = !options.connect.empty() ? ChildProcess::remote(options.connect)
+                                                : ChildProcess::spawn(args);
+  choose_interface(options);
   // On any failure the Writer (and its engine) unwinds first, then the child
   // is killed and reaped by its destructor.
   Writer writer(options, child);

@@ -3,6 +3,7 @@
 // what the idle back-off (spin → yield → sleep) costs a peer in latency.
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <fmt/format.h>
 
 #include <cstdlib>
@@ -41,8 +42,13 @@ int main(int argc, char** argv) {
   nlohmann::json results = nlohmann::json::array();
   fmt::print("provider {}  iterations {}  idle gap {} us  ({} cpus)\n", provider, iterations,
              gap_us, std::thread::hardware_concurrency());
-  fmt::print("{:<12} {:<6} {:>9} {:>9} {:>9} {:>9} {:>9}\n", "policy", "case", "p50 us",
-             "p90 us", "p99 us", "p99.9 us", "max us");
+  // Round trips: an immediate WRITE there, one back; "-": too few samples.
+  fmt::print("round-trip times (imm there and back), us\n");
+  fmt::print("{:<12} {:<6} {:>9} {:>9} {:>9} {:>9} {:>9}\n", "policy", "case", "rtt p50",
+             "rtt p90", "rtt p99", "rtt p99.9", "rtt max");
+  const auto cell = [](double v) {
+    return std::isnan(v) ? std::string("-") : fmt::format("{:.1f}", v);
+  };
   try {
     for (const Policy& policy : policies) {
       for (const bool idle : {false, true}) {
@@ -50,8 +56,8 @@ int main(int argc, char** argv) {
                      std::chrono::microseconds(idle ? gap_us : 0)};
         const auto p = fabric::latency::run_ping_pong(spec);
         const char* scenario = idle ? "idle" : "hot";
-        fmt::print("{:<12} {:<6} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f}\n", policy.name,
-                   scenario, p.p50_us, p.p90_us, p.p99_us, p.p999_us, p.max_us);
+        fmt::print("{:<12} {:<6} {:>9} {:>9} {:>9} {:>9} {:>9}\n", policy.name, scenario,
+                   cell(p.p50_us), cell(p.p90_us), cell(p.p99_us), cell(p.p999_us), cell(p.max_us));
         results.push_back({{"op", "imm_rtt"},
                            {"provider", provider},
                            {"backend", "libfabric"},

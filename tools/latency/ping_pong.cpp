@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+
+#include "common/stats.hpp"
 #include <stdexcept>
 #include <thread>
 
@@ -79,10 +81,7 @@ int respond(const RunSpec& spec, int in_fd, int out_fd) {
   }
 }
 
-double percentile(std::vector<double>& sorted, double q) {
-  const auto i = static_cast<std::size_t>(q * static_cast<double>(sorted.size() - 1));
-  return sorted[i];
-}
+double percentile(std::vector<double>& sorted, double q) { return tools::quantile(sorted, q); }
 
 }  // namespace
 

@@ -28,7 +28,8 @@ bool ip_provider(const std::string& p) {
 
 }  // namespace
 
-Endpoint::Endpoint(const std::string& provider, bool delivery_complete) {
+Endpoint::Endpoint(const std::string& provider, bool delivery_complete,
+                   const std::string& bind_address) {
   InfoOwner hints(fi_allocinfo());
   hints->caps = FI_MSG | FI_RMA | FI_SEND | FI_RECV | FI_WRITE | FI_REMOTE_WRITE;
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
@@ -42,10 +43,10 @@ Endpoint::Endpoint(const std::string& provider, bool delivery_complete) {
   // fi_freeinfo frees prov_name, so it must come from malloc.
   hints->fabric_attr->prov_name = ::strdup(provider.c_str());
 
-  // Loopback only: IP providers are asked for 127.0.0.1 as the source.
+  // IP providers are asked for the bind address as the source.
   const bool ip = ip_provider(provider);
   fi_info* found = nullptr;
-  check("fi_getinfo", fi_getinfo(FI_VERSION(1, 17), ip ? "127.0.0.1" : nullptr, nullptr,
+  check("fi_getinfo", fi_getinfo(FI_VERSION(1, 17), ip ? bind_address.c_str() : nullptr, nullptr,
                                  ip ? FI_SOURCE : 0, hints.get(), &found));
   InfoOwner all(found);
   info_.reset(fi_dupinfo(found));

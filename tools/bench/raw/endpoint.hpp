@@ -30,8 +30,9 @@ struct Region {
 class Endpoint {
  public:
   // `provider` is a libfabric provider string ("shm", "tcp;ofi_rxm").
-  // delivery_complete mirrors the engine's per-provider default.
-  Endpoint(const std::string& provider, bool delivery_complete);
+  // delivery_complete mirrors the engine's per-provider default; IP
+  // providers bind to `bind_address`, as the engine does.
+  Endpoint(const std::string& provider, bool delivery_complete, const std::string& bind_address);
 
   std::vector<std::uint8_t> name() const;
   fi_addr_t insert_peer(const std::vector<std::uint8_t>& name);

@@ -1,0 +1,26 @@
+#!/bin/sh
+# Installs the build into a fresh prefix, then builds and runs an outside
+# project against it twice: with find_package(fabric) and with pkg-config.
+# usage: run.sh BUILD_DIR SOURCE_DIR CXX
+set -eu
+build=$1 src=$2 cxx=$3
+prefix=$(mktemp -d)
+trap 'rm -rf "$prefix"' EXIT
+
+cmake --install "$build" --prefix "$prefix/usr" >/dev/null
+test -f "$prefix/usr/include/fabric/fabric.hpp"
+libdir=$(dirname "$(find "$prefix/usr" -name libfabric_lib.a)")
+test -n "$libdir"
+
+echo "== find_package(fabric)"
+cmake -S "$src/tests/install/consumer" -B "$prefix/cmake-build" -G Ninja \
+  -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_PREFIX_PATH="$prefix/usr" >/dev/null
+cmake --build "$prefix/cmake-build" >/dev/null
+"$prefix/cmake-build/consumer"
+
+echo "== pkg-config fabric-lib"
+export PKG_CONFIG_PATH="$libdir/pkgconfig"
+# shellcheck disable=SC2046 # the flags are words
+"$cxx" -std=c++20 "$src/tests/install/consumer/main.cpp" -o "$prefix/pc-consumer" \
+  $(pkg-config --cflags --libs fabric-lib)
+"$prefix/pc-consumer"
