@@ -423,10 +423,7 @@ Status TransferEngine::submit_scatter(const Scatter& request, OnDone on_done) {
   if (!entry.open()) return Impl::shut();
   if (auto st = engine::check_source(request.src, impl_->identity); !st.ok()) return st;
   const auto k = static_cast<std::uint32_t>(num_domains());
-  if (request.routing.mode == ScatterRouting::Mode::single_domain && request.routing.domain >= k) {
-    return {Errc::invalid_argument, fmt::format("scatter routing pins domain {} of {}",
-                                                request.routing.domain, k)};
-  }
+  if (auto st = engine::check_scatter_routing(request.routing, k); !st.ok()) return st;
   std::vector<MrDesc> dsts;
   dsts.reserve(request.slices.size());
   for (std::size_t i = 0; i < request.slices.size(); ++i) {
