@@ -367,9 +367,10 @@ Result<std::shared_ptr<ImmCounter>> TransferEngine::imm_counter(std::uint32_t im
   auto counter = std::make_shared<ImmCounter>(imm);
   auto* worker = impl_->worker.get();
   // Synchronous, so value() already holds the arrivals counted before this call.
+  // Refused while an expectation of imm is pending (ImmTable::attach).
   auto attached = worker->call<bool>(
       [worker, counter]() -> Result<bool> {
-        worker->imms().attach(counter);
+        if (Status st = worker->imms().attach(counter); !st.ok()) return st;
         return true;
       },
       impl_->config.control_timeout);
