@@ -95,6 +95,9 @@ struct TransferEngine::Impl {
       return {Errc::again, fmt::format("{} requests outstanding (max_outstanding_requests)",
                                        config.max_outstanding_requests)};
     }
+    // Accepted from here on: in flight for dereg_mr() before we return ok
+    // (after admit(), so a refused request never holds the registration).
+    if (op->src) op->src->in_flight.fetch_add(1, std::memory_order_acq_rel);
     worker->submit(std::move(op));
     return Status::success();
   }

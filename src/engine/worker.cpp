@@ -230,14 +230,15 @@ bool Worker::poll_domains() {
 
 void Worker::start_op(Op* op) {
   op->last_progress = Clock::now();
-  if (op->src) {
-    if (!op->src->alive.load(std::memory_order_acquire)) {
-      op->error = Status(Errc::invalid_argument,
-                         "the source registration was deregistered before the request started");
-      finish(op);
-      return;
-    }
-    ++op->src->in_flight;
+  // The request's use of its source was counted when it was accepted, so a
+  // dereg_mr() since then waits for it. Only a dereg that overtook the
+  // submission (another thread, between its checks and its acceptance) has
+  // closed the regions already.
+  if (op->src && op->src->regions.empty()) {
+    op->error = Status(Errc::invalid_argument,
+                       "the source registration was deregistered before the request was accepted");
+    finish(op);
+    return;
   }
   if (auto st = resolve_peers(op); !st.ok()) {
     op->error = std::move(st);
@@ -644,7 +645,7 @@ Worker::device_regions(void* ptr, std::size_t length, Device device, Access acce
 
 void Worker::deregister(std::shared_ptr<detail::Registration> reg, std::promise<Status> done) {
   reg->alive.store(false, std::memory_order_release);
-  if (reg->in_flight > 0) {
+  if (reg->in_flight.load(std::memory_order_acquire) > 0) {
     deferred_deregs_.emplace_back(std::move(reg), std::move(done));
     return;
   }
@@ -653,8 +654,10 @@ void Worker::deregister(std::shared_ptr<detail::Registration> reg, std::promise<
 }
 
 void Worker::release_registration_use(detail::Registration& reg) {
-  --reg.in_flight;
-  if (reg.in_flight > 0 || reg.alive.load(std::memory_order_acquire)) return;
+  if (reg.in_flight.fetch_sub(1, std::memory_order_acq_rel) > 1 ||
+      reg.alive.load(std::memory_order_acquire)) {
+    return;
+  }
   for (auto it = deferred_deregs_.begin(); it != deferred_deregs_.end(); ++it) {
     if (it->first.get() == &reg) {
       close_registration(reg);
