@@ -487,13 +487,24 @@ void Worker::expire_stalled(Clock::time_point now) {
   for (Op* op : live_) {
     if (!op->delivered && now - op->last_progress > config_.request_timeout) expired.push_back(op);
   }
+  // How full the providers' send queues are tells who stalled: operations
+  // posted but never completed are the provider's; a request never posted
+  // while the queues are full waits behind completions the provider owes.
+  std::uint64_t queued = 0;
+  std::uint64_t depth = 0;
+  for (std::size_t d = 0; d < domains_.size(); ++d) {
+    queued += tx_in_flight_[d];
+    depth += domains_[d]->limits().tx_depth;
+  }
   for (Op* op : expired) {
     if (op->error.ok()) {
       op->error = Status(
           Errc::timeout,
-          fmt::format("no completion for {} ms ({} of {} operations done); the peer may be dead "
-                      "or unreachable",
-                      config_.request_timeout.count(), op->done, op->total));
+          fmt::format("no completion for {} ms ({} of {} operations done, {} posted; the "
+                      "provider holds {} of {} send-queue entries); the peer may be dead or "
+                      "unreachable",
+                      config_.request_timeout.count(), op->done, op->total, op->posted, queued,
+                      depth));
     }
     if (std::erase(waiting_for_staging_, op) > 0) {
       finish(op);
