@@ -45,6 +45,19 @@ class EdgeCaseTest : public ProviderTest {
     EXPECT_OK(made);
     return made ? *made : std::make_shared<ImmCounter>(imm);
   }
+  // One paged write from src_ to dst_, submitted and waited for (bounded).
+  Status paged(std::uint32_t imm, std::uint64_t page_length, Pages src, Pages dst) {
+    PagedWrite w;
+    w.page_length = page_length;
+    w.imm = imm;
+    w.src = src_mr_;
+    w.src_pages = std::move(src);
+    w.dst = dst_desc_;
+    w.dst_pages = std::move(dst);
+    auto flag = std::make_shared<CompletionFlag>();
+    if (Status st = engine_->submit_paged_writes(w, flag); !st.ok()) return st;
+    return flag->wait(kWait);
+  }
   [[nodiscard]] bool dst_untouched() const {
     for (auto b : dst_) {
       if (b != std::byte{0}) return false;
@@ -103,14 +116,7 @@ TEST_P(EdgeCaseTest, ExpectingZeroArrivalsFiresAtOnceAndTakesNothing) {
 TEST_P(EdgeCaseTest, APagedWriteOfZeroPagesCompletesOkAndSendsNothing) {
   constexpr std::uint32_t kImm = 0xe2;
   auto imms = counter(kImm);
-  PagedWrite w;
-  w.page_length = 64;
-  w.imm = kImm;
-  w.src = src_mr_;
-  w.dst = dst_desc_;
-  auto flag = std::make_shared<CompletionFlag>();
-  ASSERT_OK(engine_->submit_paged_writes(w, flag));
-  EXPECT_OK(flag->wait(kWait));
+  EXPECT_OK(paged(kImm, 64, {}, {}));
   EXPECT_EQ(imms->wait(1, kQuiet).code(), Errc::timeout) << "an immediate for zero pages";
   EXPECT_TRUE(dst_untouched());
 }
@@ -118,16 +124,7 @@ TEST_P(EdgeCaseTest, APagedWriteOfZeroPagesCompletesOkAndSendsNothing) {
 TEST_P(EdgeCaseTest, PagesOfLengthZeroEachCarryTheImmAndNoBytes) {
   constexpr std::uint32_t kImm = 0xe3;
   auto imms = counter(kImm);
-  PagedWrite w;
-  w.page_length = 0;
-  w.imm = kImm;
-  w.src = src_mr_;
-  w.src_pages = {{0, 1, 2}, 64, 0};
-  w.dst = dst_desc_;
-  w.dst_pages = {{5, 6, 7}, 64, 0};
-  auto flag = std::make_shared<CompletionFlag>();
-  ASSERT_OK(engine_->submit_paged_writes(w, flag));
-  EXPECT_OK(flag->wait(kWait));
+  EXPECT_OK(paged(kImm, 0, {{0, 1, 2}, 64, 0}, {{5, 6, 7}, 64, 0}));
   EXPECT_OK(imms->wait(3, kWait));
   EXPECT_EQ(imms->wait(4, kQuiet).code(), Errc::timeout) << "more than one immediate per page";
   EXPECT_TRUE(dst_untouched());
