@@ -11,6 +11,7 @@
 #include <variant>
 
 #include "fabric/status.hpp"
+#include "fabric/timeout.hpp"
 
 namespace fabric {
 
@@ -21,8 +22,13 @@ class CompletionFlag {
  public:
   [[nodiscard]] bool done() const noexcept { return state_.load(std::memory_order_acquire) != 0; }
   // Waits until done() or the timeout; returns the submission's status, or
-  // Errc::timeout (the submission is still outstanding).
+  // Errc::timeout (the submission is still outstanding). nanoseconds::max()
+  // (or any longer duration) waits without a deadline.
   [[nodiscard]] Status wait(std::chrono::nanoseconds timeout) const;
+  template <typename Rep, typename Period>
+  [[nodiscard]] Status wait(std::chrono::duration<Rep, Period> timeout) const {
+    return wait(saturating_nanoseconds(timeout));
+  }
   // The submission's status; Errc::again while not done.
   [[nodiscard]] Status status() const;
 
@@ -44,8 +50,12 @@ class CompletionCounter {
   }
   [[nodiscard]] std::uint64_t completed() const noexcept { return succeeded() + failed(); }
   // Waits until completed() >= n or the timeout (Errc::timeout). If any failed,
-  // returns the first failure.
+  // returns the first failure. Durations as for CompletionFlag::wait.
   [[nodiscard]] Status wait(std::uint64_t n, std::chrono::nanoseconds timeout) const;
+  template <typename Rep, typename Period>
+  [[nodiscard]] Status wait(std::uint64_t n, std::chrono::duration<Rep, Period> timeout) const {
+    return wait(n, saturating_nanoseconds(timeout));
+  }
   [[nodiscard]] Status first_error() const;
 
   void complete(const Status& status);  // engine side

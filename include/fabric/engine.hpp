@@ -146,7 +146,10 @@ class TransferEngine {
   Status expect_imm_count(std::uint32_t imm, std::uint64_t count, std::shared_ptr<GpuFlag> flag,
                           std::uint64_t value);
   // A pollable counter for `imm`; all later arrivals (and the ones not yet
-  // consumed by expectations) go to it. One counter per imm value.
+  // consumed by expectations) go to it. One counter per imm value. Refused
+  // (invalid_argument) while an expectation of `imm` is pending, as
+  // expect_imm_count is while `imm` has a counter: neither may take the
+  // other's arrivals.
   Result<std::shared_ptr<ImmCounter>> imm_counter(std::uint32_t imm);
   // Detaches the counter of `imm`; later arrivals are counted internally again.
   Status release_imm_counter(std::uint32_t imm);

@@ -12,6 +12,7 @@
 #include "fabric/post_timing.hpp"
 #include "fabric/requests.hpp"
 #include "fabric/status.hpp"
+#include "fabric/timeout.hpp"
 #include "fabric/topology.hpp"
 #include "fabric/verbs_config.hpp"
 #include "fabric/version.hpp"

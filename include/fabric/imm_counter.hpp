@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "fabric/status.hpp"
+#include "fabric/timeout.hpp"
 
 namespace fabric {
 
@@ -21,9 +22,18 @@ class ImmCounter {
   // Takes n arrivals if at least n are there.
   [[nodiscard]] bool try_consume(std::uint64_t n) noexcept;
   // Waits until value() >= n or the timeout (Errc::timeout); does not consume.
+  // nanoseconds::max() (or any longer duration) waits without a deadline.
   [[nodiscard]] Status wait(std::uint64_t n, std::chrono::nanoseconds timeout) const;
+  template <typename Rep, typename Period>
+  [[nodiscard]] Status wait(std::uint64_t n, std::chrono::duration<Rep, Period> timeout) const {
+    return wait(n, saturating_nanoseconds(timeout));
+  }
   // wait() then try_consume(), atomically with respect to other consumers.
   [[nodiscard]] Status wait_and_consume(std::uint64_t n, std::chrono::nanoseconds timeout);
+  template <typename Rep, typename Period>
+  [[nodiscard]] Status wait_and_consume(std::uint64_t n, std::chrono::duration<Rep, Period> timeout) {
+    return wait_and_consume(n, saturating_nanoseconds(timeout));
+  }
 
   void add(std::uint64_t n) noexcept { count_.fetch_add(n, std::memory_order_acq_rel); }
 

@@ -14,7 +14,11 @@ bool wait_until(std::chrono::nanoseconds timeout, Pred&& done) {
   // only waits longer than kYieldFor pay the sleep granularity.
   constexpr auto kYieldFor = std::chrono::microseconds(200);
   const auto start = clock::now();
-  const auto deadline = start + timeout;
+  // Saturating: start + nanoseconds::max() would overflow (undefined, and in
+  // practice a deadline in the past); a negative timeout checks once.
+  if (timeout < std::chrono::nanoseconds::zero()) timeout = std::chrono::nanoseconds::zero();
+  const auto deadline = timeout >= clock::time_point::max() - start ? clock::time_point::max()
+                                                                    : start + timeout;
   for (int i = 0; i < 256; ++i) {
     if (done()) return true;
   }

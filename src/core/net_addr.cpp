@@ -25,6 +25,11 @@ Status check_parts(Backend backend, const std::string& provider, std::uint32_t m
     return malformed(fmt::format("provider name length {} not in 1..{}", provider.size(),
                                  NetAddr::kMaxProviderNameBytes));
   }
+  // Provider names are C strings to libfabric: a NUL inside would name one
+  // provider on the wire and another in every comparison and log line.
+  if (const auto nul = provider.find('\0'); nul != std::string::npos) {
+    return malformed(fmt::format("provider name has a NUL byte at position {}", nul));
+  }
   if (max_message_size == 0) return malformed("max_message_size is 0");
   if (domains.empty() || domains.size() > NetAddr::kMaxDomains) {
     return malformed(

@@ -20,15 +20,18 @@ struct Registration {
   Access access = Access::remote_write;
   // The engine that registered it; handles of another engine are rejected.
   const void* engine = nullptr;
-  // Cleared by dereg_mr and stop(); submissions check it, the worker re-checks it.
+  // Cleared by dereg_mr and stop(); submissions check it.
   std::atomic<bool> alive{true};
   // One per Domain, in Domain order, covering at least [ptr, ptr+length):
   // GPU registrations of one allocation share the regions of the whole
   // allocation. Only the worker touches these after registration (it drops
   // them on dereg/stop; the last holder releases the provider registration).
   std::vector<std::shared_ptr<domain::MemoryRegion>> regions;
-  // Transfers using this registration as a source; worker-owned.
-  std::uint32_t in_flight = 0;
+  // Accepted requests using this registration as a source: counted by the
+  // submitting thread before submit_* returns ok, released by the worker when
+  // the provider is done with the request, so that a dereg_mr() right after
+  // an accepted submission waits for it.
+  std::atomic<std::uint32_t> in_flight{0};
 };
 
 }  // namespace fabric::detail

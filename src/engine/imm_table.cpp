@@ -1,39 +1,57 @@
 #include "engine/imm_table.hpp"
 
+#include <fmt/format.h>
+
 namespace fabric::engine {
 
 void ImmTable::arrive(std::uint32_t imm, std::uint64_t n) {
-  Entry& e = entries_[imm];
-  if (e.counter) {
+  auto it = entries_.try_emplace(imm).first;
+  Entry& e = it->second;
+  if (e.counter && e.expectations.empty()) {
     e.counter->add(n);
     return;
   }
   e.unclaimed += n;
-  serve(imm, e);
+  serve(it);
 }
 
 void ImmTable::expect(std::uint32_t imm, std::uint64_t count, ImmCallback callback) {
-  Entry& e = entries_[imm];
-  e.expectations.push_back({count, std::move(callback)});
-  serve(imm, e);
+  auto it = entries_.try_emplace(imm).first;
+  it->second.expectations.push_back({count, std::move(callback)});
+  serve(it);
 }
 
-void ImmTable::serve(std::uint32_t imm, Entry& e) {
+void ImmTable::serve(std::unordered_map<std::uint32_t, Entry>::iterator it) {
+  const std::uint32_t imm = it->first;
+  Entry& e = it->second;
   while (!e.expectations.empty() && e.unclaimed >= e.expectations.front().count) {
     Expectation x = std::move(e.expectations.front());
     e.expectations.pop_front();
     e.unclaimed -= x.count;
     fire_(std::move(x.callback), imm, x.count);
   }
-}
-
-void ImmTable::attach(const std::shared_ptr<ImmCounter>& counter) {
-  Entry& e = entries_[counter->imm()];
-  e.counter = counter;
-  if (e.unclaimed > 0) {
-    counter->add(e.unclaimed);
+  // An expectation can only precede a counter when the two calls raced from
+  // different threads (imm_counter() refuses otherwise); it keeps its claim.
+  if (e.counter && e.expectations.empty() && e.unclaimed > 0) {
+    e.counter->add(e.unclaimed);
     e.unclaimed = 0;
   }
+  if (e.expectations.empty() && !e.counter && e.unclaimed == 0) entries_.erase(it);
+}
+
+Status ImmTable::attach(const std::shared_ptr<ImmCounter>& counter) {
+  auto it = entries_.try_emplace(counter->imm()).first;
+  Entry& e = it->second;
+  if (!e.expectations.empty()) {
+    const std::size_t pending = e.expectations.size();
+    return {Errc::invalid_argument,
+            fmt::format("imm {} has {} pending expect_imm_count expectation(s); a counter would "
+                        "take the arrivals they wait for (wait for them to fire first)",
+                        counter->imm(), pending)};
+  }
+  e.counter = counter;
+  serve(it);
+  return Status::success();
 }
 
 void ImmTable::detach(std::uint32_t imm) {
@@ -45,7 +63,7 @@ void ImmTable::detach(std::uint32_t imm) {
   while (left > 0 && !e.counter->try_consume(left)) left = e.counter->value();
   e.counter.reset();
   e.unclaimed += left;
-  serve(imm, e);
+  serve(it);
 }
 
 std::uint64_t ImmTable::unclaimed(std::uint32_t imm) const {

@@ -10,6 +10,7 @@
 
 #include "fabric/engine.hpp"
 #include "fabric/imm_counter.hpp"
+#include "fabric/status.hpp"
 
 namespace fabric::engine {
 
@@ -20,15 +21,23 @@ class ImmTable {
 
   explicit ImmTable(Fire fire) : fire_(std::move(fire)) {}
 
+  // Pending expectations of `imm` are served first, in the order they were
+  // made; what is left goes to its counter, or is held for later ones.
   void arrive(std::uint32_t imm, std::uint64_t n = 1);
   void expect(std::uint32_t imm, std::uint64_t count, ImmCallback callback);
   // Moves unconsumed arrivals into the counter; later arrivals go there too.
-  void attach(const std::shared_ptr<ImmCounter>& counter);
+  // Refused (invalid_argument) while an expectation of the imm is pending:
+  // the counter would take the arrivals that expectation is waiting for.
+  [[nodiscard]] Status attach(const std::shared_ptr<ImmCounter>& counter);
   // Counts internally again, starting from what the counter still holds.
   void detach(std::uint32_t imm);
 
   // Arrivals held for `imm` that no expectation or counter has taken yet.
   [[nodiscard]] std::uint64_t unclaimed(std::uint32_t imm) const;
+  // Immediates with any state (pending expectations, a counter, or held
+  // arrivals); a drained one is forgotten, so fresh immediates per request
+  // do not grow the table.
+  [[nodiscard]] std::size_t tracked() const noexcept { return entries_.size(); }
 
  private:
   struct Expectation {
@@ -40,7 +49,9 @@ class ImmTable {
     std::deque<Expectation> expectations;
     std::shared_ptr<ImmCounter> counter;
   };
-  void serve(std::uint32_t imm, Entry& entry);
+  // Fires what the held arrivals reach, hands the rest to a counter, and
+  // erases the entry once nothing is left in it.
+  void serve(std::unordered_map<std::uint32_t, Entry>::iterator it);
 
   Fire fire_;
   std::unordered_map<std::uint32_t, Entry> entries_;

@@ -97,6 +97,9 @@ struct TransferEngine::Impl {
       return {Errc::again, fmt::format("{} requests outstanding (max_outstanding_requests)",
                                        config.max_outstanding_requests)};
     }
+    // Accepted from here on: in flight for dereg_mr() before we return ok
+    // (after admit(), so a refused request never holds the registration).
+    if (op->src) op->src->in_flight.fetch_add(1, std::memory_order_acq_rel);
     worker->submit(std::move(op));
     return Status::success();
   }
@@ -378,9 +381,10 @@ Result<std::shared_ptr<ImmCounter>> TransferEngine::imm_counter(std::uint32_t im
   auto counter = std::make_shared<ImmCounter>(imm);
   auto* worker = impl_->worker.get();
   // Synchronous, so value() already holds the arrivals counted before this call.
+  // Refused while an expectation of imm is pending (ImmTable::attach).
   auto attached = worker->call<bool>(
       [worker, counter]() -> Result<bool> {
-        worker->imms().attach(counter);
+        if (Status st = worker->imms().attach(counter); !st.ok()) return st;
         return true;
       },
       impl_->config.control_timeout);
@@ -434,10 +438,7 @@ Status TransferEngine::submit_scatter(const Scatter& request, OnDone on_done) {
   if (!entry.open()) return Impl::shut();
   if (auto st = engine::check_source(request.src, impl_->identity); !st.ok()) return st;
   const auto k = static_cast<std::uint32_t>(num_domains());
-  if (request.routing.mode == ScatterRouting::Mode::single_domain && request.routing.domain >= k) {
-    return {Errc::invalid_argument, fmt::format("scatter routing pins domain {} of {}",
-                                                request.routing.domain, k)};
-  }
+  if (auto st = engine::check_scatter_routing(request.routing, k); !st.ok()) return st;
   std::vector<MrDesc> dsts;
   dsts.reserve(request.slices.size());
   for (std::size_t i = 0; i < request.slices.size(); ++i) {

@@ -77,7 +77,35 @@ Status check_remote_range(const MrDesc& mr, std::uint64_t offset, std::uint64_t 
   return Status::success();
 }
 
+Status check_write_routing(const WriteRouting& routing) {
+  switch (routing.mode) {
+    case WriteRouting::Mode::shard:
+    case WriteRouting::Mode::pin:
+      return Status::success();
+  }
+  // A value outside the enum (a cast, a corrupted struct) must not run as some mode.
+  return {Errc::invalid_argument, fmt::format("undefined WriteRouting::Mode {}",
+                                              static_cast<unsigned>(routing.mode))};
+}
+
+Status check_scatter_routing(const ScatterRouting& routing, std::size_t num_domains) {
+  switch (routing.mode) {
+    case ScatterRouting::Mode::shard_peers:
+    case ScatterRouting::Mode::shard_bytes:
+      return Status::success();
+    case ScatterRouting::Mode::single_domain:
+      if (routing.domain >= num_domains) {
+        return {Errc::invalid_argument, fmt::format("scatter routing pins domain {} of {}",
+                                                    routing.domain, num_domains)};
+      }
+      return Status::success();
+  }
+  return {Errc::invalid_argument, fmt::format("undefined ScatterRouting::Mode {}",
+                                              static_cast<unsigned>(routing.mode))};
+}
+
 Status check_single_write(const SingleWrite& w, const LocalIdentity& self) {
+  if (auto st = check_write_routing(w.routing); !st.ok()) return st;
   if (auto st = check_source(w.src.mr, self); !st.ok()) return st;
   if (auto st = check_remote(w.dst.mr, self); !st.ok()) return st;
   if (auto st = check_local_range(w.src.mr, w.src.offset, w.length); !st.ok()) return st;

@@ -24,6 +24,10 @@ Status check_source(const MrHandle& mr, const LocalIdentity& self);
 Status check_local_range(const MrHandle& mr, std::uint64_t offset, std::uint64_t length);
 Status check_remote(const MrDesc& mr, const LocalIdentity& self);
 Status check_remote_range(const MrDesc& mr, std::uint64_t offset, std::uint64_t length);
+// The mode must be one of the enum's values; the Domain bounds are checked
+// where the plan is made (write_plan.cpp) or here for scatters.
+Status check_write_routing(const WriteRouting& routing);
+Status check_scatter_routing(const ScatterRouting& routing, std::size_t num_domains);
 Status check_single_write(const SingleWrite& w, const LocalIdentity& self);
 Status check_paged_write(const PagedWrite& w, const LocalIdentity& self);
 

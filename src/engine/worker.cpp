@@ -230,14 +230,15 @@ bool Worker::poll_domains() {
 
 void Worker::start_op(Op* op) {
   op->last_progress = Clock::now();
-  if (op->src) {
-    if (!op->src->alive.load(std::memory_order_acquire)) {
-      op->error = Status(Errc::invalid_argument,
-                         "the source registration was deregistered before the request started");
-      finish(op);
-      return;
-    }
-    ++op->src->in_flight;
+  // The request's use of its source was counted when it was accepted, so a
+  // dereg_mr() since then waits for it. Only a dereg that overtook the
+  // submission (another thread, between its checks and its acceptance) has
+  // closed the regions already.
+  if (op->src && op->src->regions.empty()) {
+    op->error = Status(Errc::invalid_argument,
+                       "the source registration was deregistered before the request was accepted");
+    finish(op);
+    return;
   }
   if (auto st = resolve_peers(op); !st.ok()) {
     op->error = std::move(st);
@@ -486,13 +487,24 @@ void Worker::expire_stalled(Clock::time_point now) {
   for (Op* op : live_) {
     if (!op->delivered && now - op->last_progress > config_.request_timeout) expired.push_back(op);
   }
+  // How full the providers' send queues are tells who stalled: operations
+  // posted but never completed are the provider's; a request never posted
+  // while the queues are full waits behind completions the provider owes.
+  std::uint64_t queued = 0;
+  std::uint64_t depth = 0;
+  for (std::size_t d = 0; d < domains_.size(); ++d) {
+    queued += tx_in_flight_[d];
+    depth += domains_[d]->limits().tx_depth;
+  }
   for (Op* op : expired) {
     if (op->error.ok()) {
       op->error = Status(
           Errc::timeout,
-          fmt::format("no completion for {} ms ({} of {} operations done); the peer may be dead "
-                      "or unreachable",
-                      config_.request_timeout.count(), op->done, op->total));
+          fmt::format("no completion for {} ms ({} of {} operations done, {} posted; the "
+                      "provider holds {} of {} send-queue entries); the peer may be dead or "
+                      "unreachable",
+                      config_.request_timeout.count(), op->done, op->total, op->posted, queued,
+                      depth));
     }
     if (std::erase(waiting_for_staging_, op) > 0) {
       finish(op);
@@ -644,7 +656,7 @@ Worker::device_regions(void* ptr, std::size_t length, Device device, Access acce
 
 void Worker::deregister(std::shared_ptr<detail::Registration> reg, std::promise<Status> done) {
   reg->alive.store(false, std::memory_order_release);
-  if (reg->in_flight > 0) {
+  if (reg->in_flight.load(std::memory_order_acquire) > 0) {
     deferred_deregs_.emplace_back(std::move(reg), std::move(done));
     return;
   }
@@ -653,8 +665,10 @@ void Worker::deregister(std::shared_ptr<detail::Registration> reg, std::promise<
 }
 
 void Worker::release_registration_use(detail::Registration& reg) {
-  --reg.in_flight;
-  if (reg.in_flight > 0 || reg.alive.load(std::memory_order_acquire)) return;
+  if (reg.in_flight.fetch_sub(1, std::memory_order_acq_rel) > 1 ||
+      reg.alive.load(std::memory_order_acquire)) {
+    return;
+  }
   for (auto it = deferred_deregs_.begin(); it != deferred_deregs_.end(); ++it) {
     if (it->first.get() == &reg) {
       close_registration(reg);

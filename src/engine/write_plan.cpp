@@ -17,12 +17,15 @@ Result<std::vector<WritePiece>> plan_single_write(std::uint64_t length,
                                 routing.domain, num_domains));
     }
     first_domain = routing.domain;
-  } else {
+  } else if (routing.mode == WriteRouting::Mode::shard) {
     shards = routing.num_shards == 0 ? num_domains : routing.num_shards;
     if (shards > kMaxShards) {
       return Status(Errc::invalid_argument,
                     fmt::format("num_shards {} exceeds the limit of {}", shards, kMaxShards));
     }
+  } else {
+    return Status(Errc::invalid_argument, fmt::format("undefined WriteRouting::Mode {}",
+                                                      static_cast<unsigned>(routing.mode)));
   }
 
   std::vector<WritePiece> pieces;
@@ -64,6 +67,9 @@ Result<std::vector<ScatterPiece>> plan_scatter(const std::vector<ScatterSlice>& 
       case ScatterRouting::Mode::single_domain:
         per_peer = WriteRouting::pinned(routing.domain);
         break;
+      default:
+        return Status(Errc::invalid_argument, fmt::format("undefined ScatterRouting::Mode {}",
+                                                          static_cast<unsigned>(routing.mode)));
     }
     auto pieces = plan_single_write(s.length, per_peer, num_domains, max_write);
     if (!pieces) return pieces.status();

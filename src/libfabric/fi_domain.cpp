@@ -130,6 +130,7 @@ Status FiDomain::init(const ProviderQuery& query) {
   limits_.needs_local_desc = (mr_mode_ & FI_MR_LOCAL) != 0;
   limits_.provider = info->fabric_attr->prov_name;
   limits_.device = info->domain_attr->name ? info->domain_attr->name : "";
+  watch_peers_ = limits_.provider == "shm";
   log::info("opened libfabric domain: provider={} domain={} mr_mode={:#x} tx={} rx={} inject={}",
             limits_.provider, limits_.device.empty() ? "?" : limits_.device, mr_mode_,
             limits_.tx_depth, limits_.rx_depth, limits_.inject_size);
@@ -207,6 +208,10 @@ Result<domain::PeerHandle> FiDomain::resolve_peer(std::span<const std::byte> add
                               address.size(), n < 0 ? fmt::format(": {}", fi_strerror(-n)) : ""));
   }
   peers_.emplace(std::move(key), fi_addr);
+  if (watch_peers_) {
+    if (liveness_.size() <= fi_addr) liveness_.resize(fi_addr + 1);
+    liveness_[fi_addr] = ShmPeerLiveness::watch(address);
+  }
   return static_cast<domain::PeerHandle>(fi_addr);
 }
 
@@ -224,7 +229,13 @@ FiDomain::OpContext* FiDomain::acquire_context(domain::Token token) {
 
 void FiDomain::release_context(OpContext* ctx) { free_contexts_.push_back(ctx); }
 
+Status FiDomain::check_peer_alive(domain::PeerHandle peer) {
+  if (peer >= liveness_.size() || !liveness_[peer]) return Status::success();
+  return liveness_[peer]->check();
+}
+
 Status FiDomain::post_write(const domain::WriteDesc& w) {
+  if (auto st = check_peer_alive(w.peer); !st.ok()) return st;
   OpContext* ctx = acquire_context(w.token);
   ssize_t rc = 0;
   if (w.imm) {
@@ -239,6 +250,7 @@ Status FiDomain::post_write(const domain::WriteDesc& w) {
 
 Status FiDomain::post_send(domain::PeerHandle peer, const void* buf, std::size_t length,
                            void* desc, domain::Token token) {
+  if (auto st = check_peer_alive(peer); !st.ok()) return st;
   OpContext* ctx = acquire_context(token);
   ssize_t rc = fi_send(ep_.get(), buf, length, desc, peer, ctx);
   if (rc != 0) release_context(ctx);

@@ -13,6 +13,7 @@
 #include "domain/domain.hpp"
 #include "libfabric/fi_handles.hpp"
 #include "libfabric/fi_provider.hpp"
+#include "libfabric/shm_liveness.hpp"
 
 namespace fabric::ofi {
 
@@ -45,6 +46,9 @@ class FiDomain final : public domain::Domain {
   OpContext* acquire_context(domain::Token token);
   void release_context(OpContext* ctx);
   std::optional<domain::Event> error_event();
+  // shm only: refuses to post to a peer whose process or endpoint is gone
+  // (shm_liveness.hpp); ok for every other provider and peer.
+  Status check_peer_alive(domain::PeerHandle peer);
 
   InfoPtr info_;
   Fid<fid_fabric> fabric_;
@@ -57,6 +61,9 @@ class FiDomain final : public domain::Domain {
   std::uint64_t mr_mode_ = 0;
   std::uint64_t next_requested_key_ = 1;
   std::unordered_map<std::string, fi_addr_t> peers_;
+  // Indexed by fi_addr (FI_AV_TABLE hands them out from 0); null: not watched.
+  bool watch_peers_ = false;
+  std::vector<std::unique_ptr<ShmPeerLiveness>> liveness_;
   std::deque<OpContext> contexts_;  // deque: stable addresses as it grows
   std::vector<OpContext*> free_contexts_;
 };

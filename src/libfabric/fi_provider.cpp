@@ -206,7 +206,8 @@ Result<InfoPtr> find_provider(const ProviderQuery& query) {
   }
   // shm names its region after the pid unless told otherwise; a region left
   // in /dev/shm by a killed process whose pid is reused makes fi_enable fail
-  // with EBUSY, so every shm endpoint gets a random name of its own.
+  // with EBUSY, so every shm endpoint gets a random name of its own. The
+  // pid in it lets peers tell when this process is gone (shm_liveness.hpp).
   std::string shm_name;
   if (prov == "shm") {
     std::random_device rd;

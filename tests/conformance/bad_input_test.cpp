@@ -97,6 +97,18 @@ TEST_P(BadInputTest, SingleWrite) {
          w.routing = WriteRouting::shards(std::numeric_limits<std::uint32_t>::max());
          return submit(w);
        }},
+      {"routing mode outside the enum (2)", Errc::invalid_argument,
+       [&] {
+         auto w = base();
+         w.routing.mode = static_cast<WriteRouting::Mode>(2);
+         return submit(w);
+       }},
+      {"routing mode outside the enum (255)", Errc::invalid_argument,
+       [&] {
+         auto w = base();
+         w.routing.mode = static_cast<WriteRouting::Mode>(255);
+         return submit(w);
+       }},
       {"destination of another provider", Errc::invalid_argument,
        [&] {
          auto w = base();
@@ -236,6 +248,18 @@ TEST_P(BadInputTest, Scatter) {
        [&] {
          auto s = base();
          s.routing = ScatterRouting::pinned(k());
+         return submit(s);
+       }},
+      {"routing mode outside the enum (3)", Errc::invalid_argument,
+       [&] {
+         auto s = base();
+         s.routing.mode = static_cast<ScatterRouting::Mode>(3);
+         return submit(s);
+       }},
+      {"routing mode outside the enum (255)", Errc::invalid_argument,
+       [&] {
+         auto s = base();
+         s.routing.mode = static_cast<ScatterRouting::Mode>(255);
          return submit(s);
        }},
       {"unknown peer group", Errc::not_found,

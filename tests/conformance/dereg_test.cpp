@@ -78,6 +78,69 @@ TEST_P(DeregTest, LargeWriteToDeregisteredRegionFailsOnTheWriterAndChangesNothin
   write_after_dereg(128 * 1024);
 }
 
+// An accepted request is in flight from the moment submit_* returns ok: a
+// dereg_mr() of its source right after waits for it (bounded by
+// control_timeout), and the request succeeds. Single, paged and scatter
+// requests take turns; each try registers a fresh source.
+TEST_P(DeregTest, DeregRightAfterAnAcceptedSubmissionWaitsForIt) {
+  constexpr int kTries = 24;
+  constexpr std::uint32_t kImm = 0xd0e;
+  constexpr std::uint64_t kLength = 4096;
+  RemoteTarget target(config(), 64 * 1024);
+
+  ASSERT_ENGINE(engine, config());
+  std::vector<std::byte> src(kLength, std::byte{0x3c});
+  ASSERT_TRUE(target.connect());
+  std::uint64_t expected_imms = 0;
+  for (int i = 0; i < kTries; ++i) {
+    auto reg = engine->reg_mr(src.data(), src.size());
+    ASSERT_OK(reg);
+    auto flag = std::make_shared<CompletionFlag>();
+    const char* kind = "";
+    if (i % 3 == 0) {
+      kind = "single write";
+      SingleWrite w;
+      w.length = kLength;
+      w.imm = kImm;
+      w.src = {reg->handle, 0};
+      w.dst = {target.dst(), 0};
+      w.routing = WriteRouting::pinned(0);
+      ASSERT_OK(engine->submit_single_write(w, flag));
+      expected_imms += 1;
+    } else if (i % 3 == 1) {
+      kind = "paged write";
+      PagedWrite w;
+      w.page_length = 1024;
+      w.imm = kImm;
+      w.src = reg->handle;
+      w.src_pages = {{0, 1, 2, 3}, 1024, 0};
+      w.dst = target.dst();
+      w.dst_pages = {{3, 2, 1, 0}, 1024, 8192};
+      ASSERT_OK(engine->submit_paged_writes(w, flag));
+      expected_imms += 4;
+    } else {
+      kind = "scatter";
+      Scatter s;
+      s.src = reg->handle;
+      s.slices = {{target.dst(), kLength, 0, 16384}};
+      s.imm = kImm;
+      s.routing = ScatterRouting::pinned(0);
+      ASSERT_OK(engine->submit_scatter(s, flag));
+      expected_imms += 1;
+    }
+    const Status dereg = engine->dereg_mr(reg->handle);
+    EXPECT_OK(dereg) << "try " << i << " (" << kind << ")";
+    EXPECT_TRUE(flag->done()) << "try " << i << " (" << kind
+                              << "): dereg_mr returned before the request it must wait for";
+    const Status st = flag->wait(kWait);
+    EXPECT_OK(st) << "try " << i << " (" << kind << ")";
+    EXPECT_FALSE(reg->handle.valid());
+  }
+  EXPECT_EQ(target.imm_arrivals(kImm, expected_imms), expected_imms);
+  engine->stop();
+  EXPECT_TRUE(target.finish());
+}
+
 FABRIC_INSTANTIATE_PROVIDERS(DeregTest);
 
 }  // namespace

@@ -174,6 +174,36 @@ TEST_P(ImmCountingTest, CounterTakesArrivalsThatCameBeforeIt) {
   EXPECT_EQ((*made)->value(), 3u);
 }
 
+// The rule, both ways: while an expectation of an imm is pending, no counter
+// may take its arrivals (imm_counter() is refused); while a counter exists, no
+// expectation may be made (expect_imm_count() is refused). Before this rule a
+// counter made mid-expectation showed the arrivals and the expectation never
+// fired.
+TEST_P(ImmCountingTest, ACounterIsRefusedWhileAnExpectationOfItsImmIsPending) {
+  constexpr std::uint32_t kImm = 66;
+  ASSERT_OK(engine_->expect_imm_count(kImm, 5, f_.expect("five", kImm, 5)));
+  send(kImm, 2);
+  fence();
+  auto refused = engine_->imm_counter(kImm);
+  ASSERT_FALSE(refused.ok()) << "imm_counter() accepted while expect(5) held 2 arrivals";
+  EXPECT_EQ(refused.status().code(), Errc::invalid_argument) << refused.status().to_string();
+  EXPECT_NE(refused.status().message().find("expect"), std::string::npos)
+      << "the error should name the pending expectation: " << refused.status().to_string();
+  send(kImm, 3);
+  ASSERT_TRUE(f_.fired.wait_for(1, kWait)) << "the expectation was stranded by the refused counter";
+
+  // Fired: the imm is free for a counter, which sees only later arrivals.
+  auto made = engine_->imm_counter(kImm);
+  ASSERT_OK(made);
+  EXPECT_EQ((*made)->value(), 0u) << "the counter took arrivals the expectation had consumed";
+  const Status reverse = engine_->expect_imm_count(kImm, 1, f_.expect("late", kImm, 1));
+  EXPECT_EQ(reverse.code(), Errc::invalid_argument) << reverse.to_string();
+  send(kImm, 1);
+  EXPECT_OK((*made)->wait(1, kWait));
+  EXPECT_OK(engine_->release_imm_counter(kImm));
+  EXPECT_EQ(f_.snapshot(), std::vector<std::string>{"five"});
+}
+
 FABRIC_INSTANTIATE_PROVIDERS(ImmCountingTest);
 
 }  // namespace

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <limits>
 #include <thread>
 
 #include "fabric/completion.hpp"
@@ -55,6 +58,90 @@ TEST(ImmCounter, WaitAndConsumeTakesExactlyN) {
   t.join();
   EXPECT_EQ(c.value(), 1u);
   EXPECT_EQ(c.wait(2, 1ms).code(), Errc::timeout);
+}
+
+
+// "Wait forever" spelled with any duration type: each wait must see a
+// completion that arrives later, not time out at once (now() + max overflowed).
+// Another thread completes after kLater, so every wait here is bounded.
+constexpr auto kLater = 30ms;
+
+template <typename Duration>
+void expect_flag_waits_for_completion(Duration forever) {
+  CompletionFlag flag;
+  std::thread t([&] {
+    std::this_thread::sleep_for(kLater);
+    flag.complete(Status::success());
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const Status st = flag.wait(forever);
+  t.join();
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  EXPECT_GE(std::chrono::steady_clock::now() - start, kLater);
+}
+
+template <typename Duration>
+void expect_counters_wait_for_completion(Duration forever) {
+  CompletionCounter done;
+  ImmCounter imms(1);
+  std::thread t([&] {
+    std::this_thread::sleep_for(kLater);
+    done.complete(Status::success());
+    imms.add(2);
+  });
+  const Status counted = done.wait(1, forever);
+  const Status seen = imms.wait(1, forever);
+  const Status consumed = imms.wait_and_consume(2, forever);
+  t.join();
+  EXPECT_TRUE(counted.ok()) << counted.to_string();
+  EXPECT_TRUE(seen.ok()) << seen.to_string();
+  EXPECT_TRUE(consumed.ok()) << consumed.to_string();
+  EXPECT_EQ(imms.value(), 0u);
+}
+
+TEST(Waits, HugeDurationsOfEveryTypeWaitForTheCompletion) {
+  using namespace std::chrono;
+  expect_flag_waits_for_completion(nanoseconds::max());
+  expect_flag_waits_for_completion(microseconds::max());
+  expect_flag_waits_for_completion(milliseconds::max());
+  expect_flag_waits_for_completion(seconds::max());
+  expect_flag_waits_for_completion(hours::max());
+  expect_flag_waits_for_completion(duration<std::uint64_t, std::ratio<86400>>::max());
+  expect_flag_waits_for_completion(duration<double>(1e300));
+  expect_flag_waits_for_completion(duration<double>(std::numeric_limits<double>::infinity()));
+  expect_flag_waits_for_completion(nanoseconds::max() - 1ns);
+  expect_counters_wait_for_completion(nanoseconds::max());
+  expect_counters_wait_for_completion(hours::max());
+  expect_counters_wait_for_completion(duration<long double, std::ratio<31556952>>(1e12L));
+}
+
+TEST(Waits, NegativeAndZeroDurationsCheckOnceAndTimeOut) {
+  using namespace std::chrono;
+  CompletionFlag flag;
+  ImmCounter imms(1);
+  CompletionCounter done;
+  EXPECT_EQ(flag.wait(nanoseconds::min()).code(), Errc::timeout);
+  EXPECT_EQ(flag.wait(hours::min()).code(), Errc::timeout);
+  EXPECT_EQ(flag.wait(-1ns).code(), Errc::timeout);
+  EXPECT_EQ(flag.wait(0ns).code(), Errc::timeout);
+  EXPECT_EQ(flag.wait(duration<double>(std::nan(""))).code(), Errc::timeout);
+  EXPECT_EQ(done.wait(1, hours::min()).code(), Errc::timeout);
+  EXPECT_EQ(imms.wait(1, seconds::min()).code(), Errc::timeout);
+  EXPECT_EQ(imms.wait_and_consume(1, minutes::min()).code(), Errc::timeout);
+  flag.complete(Status::success());
+  EXPECT_TRUE(flag.wait(hours::min()).ok()) << "a done flag is reported even with no time left";
+}
+
+TEST(Waits, SaturatingNanosecondsKeepsOrdinaryValuesExact) {
+  using namespace std::chrono;
+  static_assert(saturating_nanoseconds(5ms) == 5'000'000ns);
+  static_assert(saturating_nanoseconds(hours::max()) == nanoseconds::max());
+  static_assert(saturating_nanoseconds(nanoseconds::max()) == nanoseconds::max());
+  static_assert(saturating_nanoseconds(-3s) == 0ns);
+  static_assert(saturating_nanoseconds(duration<std::int64_t, std::pico>::max()) ==
+                duration_cast<nanoseconds>(duration<std::int64_t, std::pico>::max()));
+  EXPECT_EQ(saturating_nanoseconds(duration<double, std::milli>(1.5)), 1'500'000ns);
+  EXPECT_EQ(saturating_nanoseconds(hours(24 * 365 * 200)), hours(24 * 365 * 200));
 }
 
 }  // namespace

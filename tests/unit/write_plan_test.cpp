@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 namespace fabric::engine {
 namespace {
 
@@ -74,6 +76,18 @@ TEST(WritePlan, AbsurdShardCountsAreRejected) {
   EXPECT_EQ(plan.status().code(), Errc::invalid_argument);
 }
 
+TEST(WritePlan, UndefinedRoutingModesAreRejected) {
+  for (const unsigned mode : {2u, 3u, 255u}) {
+    WriteRouting routing;
+    routing.mode = static_cast<WriteRouting::Mode>(mode);
+    auto plan = plan_single_write(64, routing, 2);
+    ASSERT_FALSE(plan.ok()) << "mode " << mode << " was planned";
+    EXPECT_EQ(plan.status().code(), Errc::invalid_argument);
+    EXPECT_NE(plan.status().message().find(std::to_string(mode)), std::string::npos)
+        << plan.status().to_string();
+  }
+}
+
 }  // namespace
 }  // namespace fabric::engine
 
@@ -106,6 +120,16 @@ TEST(ScatterPlan, ShardBytesGivesEveryPeerOneWritePerDomain) {
   EXPECT_EQ((*plan)[11].src_offset, 16u);
   EXPECT_EQ((*plan)[11].dst_offset, 306u);
   EXPECT_EQ((*plan)[11].domain, 3u);
+}
+
+TEST(ScatterPlan, UndefinedRoutingModesAreRejected) {
+  for (const unsigned mode : {3u, 4u, 255u}) {
+    ScatterRouting routing;
+    routing.mode = static_cast<ScatterRouting::Mode>(mode);
+    auto plan = plan_scatter(three_slices(), routing, 2);
+    ASSERT_FALSE(plan.ok()) << "mode " << mode << " was planned";
+    EXPECT_EQ(plan.status().code(), Errc::invalid_argument);
+  }
 }
 
 TEST(ScatterPlan, SingleDomainPinsEverySlice) {
