@@ -205,6 +205,30 @@ Result<domain::PeerHandle> FiDomain::resolve_peer(std::span<const std::byte> add
   return static_cast<domain::PeerHandle>(fi_addr);
 }
 
+Status FiDomain::fence_peer(std::span<const std::byte> address) {
+  // shm moves large payloads with CMA from the writer's own process: nothing here can stop it.
+  if (limits_.provider == "shm") {
+    return {Errc::unsupported, "shm cannot fence a peer: it writes by CMA from its own process"};
+  }
+  std::string key(reinterpret_cast<const char*>(address.data()), address.size());
+  fi_addr_t fi_addr = FI_ADDR_UNSPEC;
+  if (auto it = peers_.find(key); it != peers_.end()) {
+    fi_addr = it->second;
+    peers_.erase(it);
+  } else {
+    // Never contacted from here, but it may have connected to us: insert to name it, then remove.
+    if (fi_av_insert(av_.get(), address.data(), 1, &fi_addr, 0, nullptr) != 1) {
+      return {Errc::invalid_argument, "fence_peer: the provider rejected the peer's address"};
+    }
+  }
+  // Connected providers (rxm over tcp/verbs) close the connection with the entry, discarding
+  // what of the peer's data has not been read yet.
+  if (int rc = fi_av_remove(av_.get(), &fi_addr, 1, 0)) {
+    return {Errc::provider, fmt::format("fi_av_remove: {}", fi_strerror(-rc))};
+  }
+  return Status::success();
+}
+
 FiDomain::OpContext* FiDomain::acquire_context(domain::Token token) {
   OpContext* ctx = nullptr;
   if (free_contexts_.empty()) {
