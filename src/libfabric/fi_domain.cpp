@@ -201,6 +201,7 @@ Result<domain::PeerHandle> FiDomain::resolve_peer(std::span<const std::byte> add
                   fmt::format("fi_av_insert rejected a peer address of {} bytes{}",
                               address.size(), n < 0 ? fmt::format(": {}", fi_strerror(-n)) : ""));
   }
+  fenced_.erase(fi_addr);  // the provider reused a fenced peer's slot for this one
   peers_.emplace(std::move(key), fi_addr);
   return static_cast<domain::PeerHandle>(fi_addr);
 }
@@ -226,7 +227,12 @@ Status FiDomain::fence_peer(std::span<const std::byte> address) {
   if (int rc = fi_av_remove(av_.get(), &fi_addr, 1, 0)) {
     return {Errc::provider, fmt::format("fi_av_remove: {}", fi_strerror(-rc))};
   }
+  fenced_.insert(fi_addr);
   return Status::success();
+}
+
+Status FiDomain::fenced_error() const {
+  return {Errc::provider, "the peer was fenced (TransferEngine::fence_peer)"};
 }
 
 FiDomain::OpContext* FiDomain::acquire_context(domain::Token token) {
@@ -244,6 +250,7 @@ FiDomain::OpContext* FiDomain::acquire_context(domain::Token token) {
 void FiDomain::release_context(OpContext* ctx) { free_contexts_.push_back(ctx); }
 
 Status FiDomain::post_write(const domain::WriteDesc& w) {
+  if (!fenced_.empty() && fenced_.contains(w.peer)) return fenced_error();
   OpContext* ctx = acquire_context(w.token);
   ssize_t rc = 0;
   if (w.imm) {
@@ -258,6 +265,7 @@ Status FiDomain::post_write(const domain::WriteDesc& w) {
 
 Status FiDomain::post_send(domain::PeerHandle peer, const void* buf, std::size_t length,
                            void* desc, domain::Token token) {
+  if (!fenced_.empty() && fenced_.contains(peer)) return fenced_error();
   OpContext* ctx = acquire_context(token);
   ssize_t rc = fi_send(ep_.get(), buf, length, desc, peer, ctx);
   if (rc != 0) release_context(ctx);

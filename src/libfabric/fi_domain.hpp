@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "domain/domain.hpp"
@@ -58,6 +59,10 @@ class FiDomain final : public domain::Domain {
   std::uint64_t mr_mode_ = 0;
   std::uint64_t next_requested_key_ = 1;
   std::unordered_map<std::string, fi_addr_t> peers_;
+  // Removed by fence_peer: operations queued for them before the fence fail here instead of
+  // reaching the provider with a stale address (rxm crashes on those).
+  std::unordered_set<fi_addr_t> fenced_;
+  Status fenced_error() const;
   std::deque<OpContext> contexts_;  // deque: stable addresses as it grows
   std::vector<OpContext*> free_contexts_;
 };
