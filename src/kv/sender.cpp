@@ -108,7 +108,8 @@ struct Sender::Impl : std::enable_shared_from_this<Sender::Impl> {
               fmt::format("layout fingerprint {:016x} differs from the prefiller's {:016x}",
                           q.fingerprint, mine.fingerprint())};
     }
-    if (q.num_tokens != e.num_tokens) {
+    // A prefix is fine: a decoder may compute the last prompt token itself.
+    if (q.num_tokens == 0 || q.num_tokens > e.num_tokens) {
       return {Errc::invalid_argument, fmt::format("request for {} tokens, the prefill has {}",
                                                   q.num_tokens, e.num_tokens)};
     }
@@ -137,7 +138,8 @@ struct Sender::Impl : std::enable_shared_from_this<Sender::Impl> {
     t.cached = std::move(*batch);
     t.align = chunk_alignment(mine, p.layout);
     for (const auto& [layer, range] : e.chunks) {
-      if (range.end != e.num_tokens && range.end % t.align != 0) {
+      const std::uint32_t end = std::min(range.end, q.num_tokens);
+      if (end != q.num_tokens && end % t.align != 0) {
         return {Errc::invalid_argument,
                 fmt::format("a chunk ends at token {}, not a multiple of {}", range.end, t.align)};
       }
@@ -154,6 +156,8 @@ struct Sender::Impl : std::enable_shared_from_this<Sender::Impl> {
   Status queue_chunk(Actions& a, const std::string& id, Entry& e, Transfer& t,
                      std::uint32_t layer, TokenRange range) {
     const Peer& p = peers.at(t.peer);
+    range.end = std::min(range.end, t.req.num_tokens);
+    if (range.begin >= range.end) return Status::success();  // past the decoder's prefix
     if (!(t.cached_range == range)) {
       auto runs = plan_runs(config.layout, p.layout, t.req.heads, range);
       if (!runs.ok()) return runs.status();
@@ -174,9 +178,11 @@ struct Sender::Impl : std::enable_shared_from_this<Sender::Impl> {
     return Status::success();
   }
 
-  bool all_layers_done(const Entry& e) const {
+  // Every layer has been written up to the decoder's token count: the tail may follow.
+  static bool ready_for_tail(const Entry& e, const Transfer& t) {
+    if (t.tail_posted) return false;
     for (std::uint32_t d : e.done_tokens) {
-      if (d != e.num_tokens) return false;
+      if (d < t.req.num_tokens) return false;
     }
     return true;
   }
@@ -276,7 +282,7 @@ struct Sender::Impl : std::enable_shared_from_this<Sender::Impl> {
         break;
       }
     }
-    if (!tr.stopping && all_layers_done(e)) queue_tail(a, id, e, tr);
+    if (!tr.stopping && ready_for_tail(e, tr)) queue_tail(a, id, e, tr);
     check_transfer(a, id, e, tr);
   }
 
@@ -556,7 +562,8 @@ Status Sender::layer_done(std::string_view id, std::uint32_t layer, TokenRange t
                           layer, tokens.begin, tokens.end, e.done_tokens[layer], e.num_tokens)};
     }
     for (const auto& t : e.transfers) {
-      if (tokens.end != e.num_tokens && tokens.end % t->align != 0) {
+      const std::uint32_t end = std::min(tokens.end, t->req.num_tokens);
+      if (end != t->req.num_tokens && end % t->align != 0) {
         return {Errc::invalid_argument,
                 fmt::format("KV sender: chunk end {} is not a multiple of {} (both sides' page "
                             "boundaries)",
@@ -566,7 +573,6 @@ Status Sender::layer_done(std::string_view id, std::uint32_t layer, TokenRange t
     if (is_terminal(e.status.state) || e.local_cancel) return Status::success();  // nothing to do
     e.done_tokens[layer] = tokens.end;
     e.chunks.emplace_back(layer, tokens);
-    const bool last = im.all_layers_done(e);
     for (auto& t : e.transfers) {
       if (t->stopping || t->ended) continue;
       if (auto st = im.queue_chunk(a, key, e, *t, layer, tokens); !st.ok()) {
@@ -574,7 +580,7 @@ Status Sender::layer_done(std::string_view id, std::uint32_t layer, TokenRange t
         im.check_transfer(a, key, e, *t);
         continue;
       }
-      if (last) im.queue_tail(a, key, e, *t);
+      if (im.ready_for_tail(e, *t)) im.queue_tail(a, key, e, *t);
     }
   }
   im.run(std::move(a));
