@@ -12,6 +12,8 @@ packages=(
   python3-matplotlib
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest python3-pytest-timeout
   python3-torch
+  # scripts/vllm-venv.sh (the vLLM connector test) builds a venv from Debian's interpreter.
+  python3-venv
 )
 # scripts/run-fuzzers.sh also needs clang and its libFuzzer runtime.
 if [[ "${1:-}" == fuzz ]]; then
