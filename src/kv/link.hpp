@@ -32,6 +32,19 @@ class Link {
   // malformed one is logged and dropped) and starts the ticker (on_tick every tick()).
   // Both callbacks must stay valid until stop().
   Status start(OnMessage on_message, OnTick on_tick);
+  // start() with callbacks into owner->on_message / owner->on_tick that do nothing once the
+  // owner is gone (the engine keeps its receive callback until it stops).
+  template <typename Owner>
+  Status start_for(const std::shared_ptr<Owner>& owner) {
+    std::weak_ptr<Owner> weak = owner;
+    return start(
+        [weak](msg::Message&& m) {
+          if (auto self = weak.lock()) self->on_message(std::move(m));
+        },
+        [weak](Clock::time_point now) {
+          if (auto self = weak.lock()) self->on_tick(now);
+        });
+  }
   void stop();
   // Wakes the ticker now (work that must not wait for the next tick).
   void wake();

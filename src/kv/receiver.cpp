@@ -337,15 +337,7 @@ Result<std::unique_ptr<Receiver>> Receiver::create(TransferEngine& engine, Recei
     }
   }
   auto impl = std::make_shared<Impl>(engine, std::move(config));
-  std::weak_ptr<Impl> weak = impl;
-  auto st = impl->link.start(
-      [weak](msg::Message&& m) {
-        if (auto self = weak.lock()) self->on_message(std::move(m));
-      },
-      [weak](Clock::time_point now) {
-        if (auto self = weak.lock()) self->on_tick(now);
-      });
-  if (!st.ok()) return st;
+  if (auto st = impl->link.start_for(impl); !st.ok()) return st;
   return std::unique_ptr<Receiver>(new Receiver(std::move(impl)));
 }
 
@@ -387,12 +379,10 @@ Result<std::uint32_t> Receiver::connect(const NetAddr& sender, std::chrono::mill
     return st;
   }
   std::unique_lock lock(im.mutex);
-  Impl::Source& src = im.sources[index];
   const bool answered = im.changed.wait_for(lock, timeout, [&] {
     return im.sources[index].acked || !im.sources[index].hello_error.ok();
   });
   Impl::Source& s = im.sources[index];
-  (void)src;
   if (!answered || !s.hello_error.ok()) {
     s.alive = false;
     return answered ? s.hello_error
@@ -444,6 +434,7 @@ Result<std::uint64_t> Receiver::request(std::string id, std::vector<std::uint32_
   Impl::Entry entry;
   std::vector<std::pair<NetAddr, msg::Request>> sends;
   std::uint32_t imm = 0;
+  std::uint64_t total = 0;
   {
     std::lock_guard lock(im.mutex);
     if (im.entries.contains(id)) {
@@ -493,11 +484,11 @@ Result<std::uint64_t> Receiver::request(std::string id, std::vector<std::uint32_
     entry.pages = std::move(pages);
     entry.num_tokens = num_tokens;
     entry.imm = imm;
+    total = entry.total;
     im.entries.emplace(id, std::move(entry));
     im.by_imm[imm] = id;
   }
   std::weak_ptr<Impl> weak = impl_;
-  const std::uint64_t total = im.entries.at(id).total;
   if (auto st = im.engine.expect_imm_count(
           imm, total, [weak](std::uint32_t value, std::uint64_t) {
             if (auto self = weak.lock()) self->on_count(value);
@@ -512,7 +503,9 @@ Result<std::uint64_t> Receiver::request(std::string id, std::vector<std::uint32_
   for (auto& [to, q] : sends) {
     if (auto st = im.link.send(to, q); !st.ok()) {
       std::lock_guard lock(im.mutex);
-      auto& e = im.entries.at(id);
+      auto it = im.entries.find(id);
+      if (it == im.entries.end()) break;
+      auto& e = it->second;
       for (auto& l : e.legs) {
         if (im.sources[l.source].addr == to) l.quiet = true;  // never sent
       }

@@ -481,15 +481,7 @@ Result<std::unique_ptr<Sender>> Sender::create(TransferEngine& engine, SenderCon
     }
   }
   auto impl = std::make_shared<Impl>(engine, std::move(config));
-  std::weak_ptr<Impl> weak = impl;
-  auto st = impl->link.start(
-      [weak](msg::Message&& m) {
-        if (auto self = weak.lock()) self->on_message(std::move(m));
-      },
-      [weak](Clock::time_point now) {
-        if (auto self = weak.lock()) self->on_tick(now);
-      });
-  if (!st.ok()) return st;
+  if (auto st = impl->link.start_for(impl); !st.ok()) return st;
   return std::unique_ptr<Sender>(new Sender(std::move(impl)));
 }
 
