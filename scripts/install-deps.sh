@@ -7,11 +7,13 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libfabric-dev libfabric-bin
   libfmt-dev libspdlog-dev libcli11-dev nlohmann-json3-dev libconcurrentqueue-dev
-  libhwloc-dev libibverbs-dev
+  libhwloc-dev libibverbs-dev zlib1g-dev
   googletest libgtest-dev libgmock-dev
   python3-matplotlib
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest python3-pytest-timeout
-  python3-torch
+  python3-torch python3-pip
+  # tools/netbed: namespaces, veth, tc (iproute2); its --loss rule (nftables).
+  iproute2 nftables
   # scripts/vllm-venv.sh (the vLLM connector test) builds a venv from Debian's interpreter.
   python3-venv
 )
@@ -24,7 +26,13 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+python_packages() {
+  # ml_dtypes (PyPI): the independent FP8 reference of python/tests/test_weights.py. 0.5.4 runs
+  # on Debian's numpy 1.24; --no-deps keeps pip from replacing that numpy (torch needs it).
+  /usr/bin/python3 -c "import ml_dtypes" 2>/dev/null ||
+    /usr/bin/python3 -m pip install -q --break-system-packages --no-deps "ml_dtypes==0.5.4"
+}
+[ ${#missing[@]} -eq 0 ] && { python_packages; exit 0; }
 
 echo "installing: ${missing[*]}"
 sudo=""
@@ -32,3 +40,4 @@ sudo=""
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -q
 $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+python_packages

@@ -13,6 +13,7 @@
 
 #include "fabric/completion.hpp"
 #include "fabric/device.hpp"
+#include "fabric/domain_nic.hpp"
 #include "fabric/gpu_flag.hpp"
 #include "fabric/imm_counter.hpp"
 #include "fabric/memory.hpp"
@@ -36,8 +37,19 @@ struct EngineConfig {
   std::string provider = "shm";
   // Domains (NICs or provider instances) per group; all peers must agree.
   std::uint32_t domains_per_group = 1;
-  // IP-based providers bind here and nowhere else.
+  // IP-based providers bind here and nowhere else (unless nics names NICs).
   std::string bind_address = "127.0.0.1";
+  // The NIC of each Domain: Domain i opens nics[i]. Empty: every Domain on
+  // bind_address (IP providers) or on the provider's first device. Otherwise
+  // exactly domains_per_group entries, each one of
+  //  - an IP address or a network interface of this host: IP providers (tcp,
+  //    sockets, udp) bind Domain i there (an interface: its first IPv4
+  //    address), so K Domains can be K real interfaces;
+  //  - a device name: libfabric's domain name for other providers (efa:
+  //    "rdmap16s27-rdm", see fabric-info) or, on the verbs backend, the verbs
+  //    device ("mlx5_0"), overriding VerbsConfig::device.
+  // TransferEngine::domain_nics() and resolve_domain_nics() say what each got.
+  std::vector<std::string> nics;
   // Largest SEND a peer may send us; advertised in our NetAddr.
   std::uint32_t max_message_size = 64 * 1024;
   // Submissions accepted but not yet completed, per engine, before submit_*
@@ -76,6 +88,11 @@ struct EngineConfig {
   std::uint32_t max_post_timings = 1u << 20;
 };
 
+// What create() would give each Domain under `config` (EngineConfig::nics
+// resolved on this host), without opening anything; an error names the entry
+// that names no interface, address or device here.
+Result<std::vector<DomainNic>> resolve_domain_nics(const EngineConfig& config);
+
 // A received message; data points into an engine buffer that is re-posted
 // when the callback returns.
 using RecvCallback = std::function<void(std::span<const std::byte> data)>;
@@ -92,6 +109,8 @@ class TransferEngine {
   [[nodiscard]] const NetAddr& main_address() const noexcept;
   [[nodiscard]] const EngineConfig& config() const noexcept;
   [[nodiscard]] std::size_t num_domains() const noexcept;
+  // What each Domain opened (EngineConfig::nics resolved), Domain i at [i].
+  [[nodiscard]] const std::vector<DomainNic>& domain_nics() const noexcept;
 
   // Registers [ptr, ptr+len) on every Domain. Remote peers get only `access`.
   Result<Registered> reg_mr(void* ptr, std::size_t len, Device device = Device::host(),

@@ -59,10 +59,10 @@ struct RemoteKey {
   friend bool operator==(const RemoteKey&, const RemoteKey&) = default;
 };
 
-// Immutable and cheap to copy. Wire format (version 1) in docs/api.md#wire-formats.
+// Immutable and cheap to copy. Wire format (version 2, checksummed) in docs/api.md#wire-formats.
 class MrDesc {
  public:
-  static constexpr std::uint8_t kWireVersion = 1;
+  static constexpr std::uint8_t kWireVersion = 2;
 
   MrDesc() = default;
   static Result<MrDesc> make(NetAddr owner, std::uint64_t base, std::uint64_t length,
@@ -72,7 +72,7 @@ class MrDesc {
   // Accepts the output of to_string().
   static Result<MrDesc> parse(std::string_view text);
   [[nodiscard]] std::vector<std::byte> encode() const;
-  // Printable and parseable: "fmd1:" followed by the hex of encode().
+  // Printable and parseable: "fmd2:" followed by the hex of encode().
   [[nodiscard]] std::string to_string() const;
 
   [[nodiscard]] bool empty() const noexcept { return data_ == nullptr; }

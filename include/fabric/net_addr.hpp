@@ -1,6 +1,6 @@
 #pragma once
 // NetAddr: an engine's identity on the fabric, exchanged out of band.
-// Wire format (version 1) is documented in docs/api.md#wire-formats.
+// Wire format (version 2, checksummed) is documented in docs/api.md#wire-formats.
 
 #include <cstddef>
 #include <cstdint>
@@ -20,7 +20,7 @@ enum class Backend : std::uint8_t { libfabric = 1, verbs = 2 };
 
 class NetAddr {
  public:
-  static constexpr std::uint8_t kWireVersion = 1;
+  static constexpr std::uint8_t kWireVersion = 2;
   static constexpr std::size_t kMaxDomains = 4;
   static constexpr std::size_t kMaxDomainAddressBytes = 256;
   static constexpr std::size_t kMaxProviderNameBytes = 64;
@@ -36,7 +36,7 @@ class NetAddr {
   static Result<NetAddr> parse(std::string_view text);
 
   [[nodiscard]] std::vector<std::byte> encode() const;
-  // Printable and parseable: "fna1:" followed by the hex of encode().
+  // Printable and parseable: "fna2:" followed by the hex of encode().
   [[nodiscard]] std::string to_string() const;
   // For humans and logs: provider, instance and per-domain addresses.
   [[nodiscard]] std::string describe() const;

@@ -56,7 +56,7 @@ class NetAddr:
 
     @staticmethod
     def parse(text: str) -> NetAddr:
-        """Parses str(addr) ("fna1:" + hex). Raises MalformedError."""
+        """Parses str(addr) ("fna2:" + hex). Raises MalformedError."""
 
     def __bytes__(self) -> bytes: ...
     def __eq__(self, other: object) -> bool: ...
@@ -95,7 +95,7 @@ class MrDesc:
 
     @staticmethod
     def parse(text: str) -> MrDesc:
-        """Parses str(desc) ("fmd1:" + hex). Raises MalformedError."""
+        """Parses str(desc) ("fmd2:" + hex). Raises MalformedError."""
 
     def __bytes__(self) -> bytes: ...
     def __eq__(self, other: object) -> bool: ...

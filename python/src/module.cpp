@@ -13,6 +13,10 @@
 #include "values.hpp"
 #include "watcher.hpp"
 
+namespace fabric::python {
+void bind_weights(pybind11::module_& m);  // weights.cpp
+}
+
 namespace py = pybind11;
 
 PYBIND11_MODULE(_native, m) {
@@ -29,6 +33,7 @@ PYBIND11_MODULE(_native, m) {
   bind_transfer(m);
   bind_watcher(m);
   bind_engine(m);
+  bind_weights(m);
   // Engine threads must be joined while the interpreter can still take their calls.
   py::module_::import("atexit").attr("register")(
       py::cpp_function([] { PyEngine::stop_all(); }, py::name("_stop_all_engines")));

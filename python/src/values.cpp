@@ -44,7 +44,7 @@ void bind_values(py::module_& m) {
                   "inconsistent input.")
       .def_static(
           "parse", [](std::string_view text) { return take(NetAddr::parse(text)); },
-          py::arg("text"), "Parses str(addr) (\"fna1:\" + hex). Raises MalformedError.")
+          py::arg("text"), "Parses str(addr) (\"fna2:\" + hex). Raises MalformedError.")
       .def("__bytes__", [](const NetAddr& a) { return to_bytes(a.encode()); })
       .def("__str__", &NetAddr::to_string)
       .def("__repr__", [](const NetAddr& a) { return "<fabric_lib.NetAddr " + a.describe() + ">"; })
@@ -73,7 +73,7 @@ void bind_values(py::module_& m) {
                   "inconsistent input.")
       .def_static(
           "parse", [](std::string_view text) { return take(MrDesc::parse(text)); }, py::arg("text"),
-          "Parses str(desc) (\"fmd1:\" + hex). Raises MalformedError.")
+          "Parses str(desc) (\"fmd2:\" + hex). Raises MalformedError.")
       .def("__bytes__", [](const MrDesc& d) { return to_bytes(d.encode()); })
       .def("__str__", &MrDesc::to_string)
       .def("__repr__",

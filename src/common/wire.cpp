@@ -1,6 +1,34 @@
 #include "common/wire.hpp"
 
+#include <zlib.h>
+
+#include <algorithm>
+
 namespace fabric::wire {
+
+std::uint32_t crc32(std::span<const std::byte> bytes) {
+  // zlib takes uInt lengths; descriptors are far below 4 GiB, but stay exact.
+  uLong crc = ::crc32(0L, Z_NULL, 0);
+  const auto* p = reinterpret_cast<const Bytef*>(bytes.data());
+  std::size_t left = bytes.size();
+  while (left > 0) {
+    const auto n = static_cast<uInt>(std::min<std::size_t>(left, 1u << 30));
+    crc = ::crc32(crc, p, n);
+    p += n;
+    left -= n;
+  }
+  return static_cast<std::uint32_t>(crc);
+}
+
+void Writer::seal() { u32(crc32(out_)); }
+
+std::optional<std::span<const std::byte>> unseal(std::span<const std::byte> bytes) {
+  if (bytes.size() < 4) return std::nullopt;
+  const auto body = bytes.first(bytes.size() - 4);
+  Reader tail(bytes.last(4));
+  if (tail.u32() != crc32(body)) return std::nullopt;
+  return body;
+}
 
 std::string to_hex(std::span<const std::byte> bytes) {
   static constexpr char kDigits[] = "0123456789abcdef";

@@ -22,6 +22,9 @@ class Writer {
     const auto* p = reinterpret_cast<const std::byte*>(s.data());
     out_.insert(out_.end(), p, p + s.size());
   }
+  // Appends the CRC-32 of everything written so far; the last field of a
+  // checksummed format (see unseal()).
+  void seal();
   [[nodiscard]] std::vector<std::byte> take() && { return std::move(out_); }
 
  private:
@@ -63,6 +66,14 @@ class Reader {
   std::span<const std::byte> in_;
   std::size_t pos_ = 0;
 };
+
+// CRC-32 (zlib's polynomial) of `bytes`.
+std::uint32_t crc32(std::span<const std::byte> bytes);
+
+// What precedes a trailing CRC-32 that matches it; nullopt when the input is
+// shorter than 4 bytes or the checksum does not match (a flipped bit, a cut
+// or an appended byte). Decoders parse the returned body only.
+std::optional<std::span<const std::byte>> unseal(std::span<const std::byte> bytes);
 
 std::string to_hex(std::span<const std::byte> bytes);
 std::optional<std::vector<std::byte>> from_hex(std::string_view text);

@@ -15,7 +15,8 @@ struct MrDesc::Data {
 
 namespace {
 constexpr std::uint8_t kMagic[3] = {'F', 'M', 'D'};
-constexpr std::string_view kTextPrefix = "fmd1:";
+constexpr std::string_view kTextPrefix = "fmd2:";
+constexpr std::string_view kOldTextPrefix = "fmd1:";
 
 Status malformed(std::string_view what) {
   return {Errc::malformed, fmt::format("MrDesc: {}", what)};
@@ -75,6 +76,7 @@ std::vector<std::byte> MrDesc::encode() const {
     w.u64(key.addr_base);
     w.u64(key.rkey);
   }
+  w.seal();
   return std::move(w).take();
 }
 
@@ -88,9 +90,16 @@ Result<MrDesc> MrDesc::decode(std::span<const std::byte> bytes) {
   auto version = r.u8();
   if (!version) return malformed("truncated version");
   if (*version != kWireVersion) {
-    return malformed(fmt::format("unsupported version {} (this build reads {})", *version,
-                                 kWireVersion));
+    return malformed(fmt::format("unsupported version {} (this build reads {}; a version 1 "
+                                 "MrDesc comes from an older fabric-lib: export it again)",
+                                 *version, kWireVersion));
   }
+  // Checked before any field is trusted: a corrupted descriptor must not parse
+  // into one that names another peer, key or range.
+  auto body = wire::unseal(bytes);
+  if (!body) return malformed("checksum mismatch (corrupted, truncated or extended)");
+  r = wire::Reader(*body);
+  (void)r.bytes(sizeof(kMagic) + 1);
   auto base = r.u64();
   auto length = r.u64();
   auto owner_len = r.u16();
@@ -121,7 +130,11 @@ std::string MrDesc::to_string() const {
 }
 
 Result<MrDesc> MrDesc::parse(std::string_view text) {
-  if (!text.starts_with(kTextPrefix)) return malformed("text form must start with \"fmd1:\"");
+  if (text.starts_with(kOldTextPrefix)) {
+    return malformed("unsupported version 1 text form \"fmd1:\" (this build reads \"fmd2:\"; "
+                     "it comes from an older fabric-lib: export it again)");
+  }
+  if (!text.starts_with(kTextPrefix)) return malformed("text form must start with \"fmd2:\"");
   auto bytes = wire::from_hex(text.substr(kTextPrefix.size()));
   if (!bytes) return malformed("text form is not valid hex");
   return decode(*bytes);

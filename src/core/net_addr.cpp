@@ -8,7 +8,8 @@ namespace fabric {
 
 namespace {
 constexpr std::uint8_t kMagic[3] = {'F', 'N', 'A'};
-constexpr std::string_view kTextPrefix = "fna1:";
+constexpr std::string_view kTextPrefix = "fna2:";
+constexpr std::string_view kOldTextPrefix = "fna1:";
 
 Status malformed(std::string_view what) {
   return {Errc::malformed, fmt::format("NetAddr: {}", what)};
@@ -75,6 +76,7 @@ std::vector<std::byte> NetAddr::encode() const {
     w.u16(static_cast<std::uint16_t>(d.size()));
     w.bytes(d);
   }
+  w.seal();
   return std::move(w).take();
 }
 
@@ -88,9 +90,16 @@ Result<NetAddr> NetAddr::decode(std::span<const std::byte> bytes) {
   auto version = r.u8();
   if (!version) return malformed("truncated version");
   if (*version != kWireVersion) {
-    return malformed(fmt::format("unsupported version {} (this build reads {})", *version,
-                                 kWireVersion));
+    return malformed(fmt::format("unsupported version {} (this build reads {}; a version 1 "
+                                 "NetAddr comes from an older fabric-lib: export it again)",
+                                 *version, kWireVersion));
   }
+  // Checked before any field is trusted: a corrupted descriptor must not parse
+  // into one that names another peer, key or range.
+  auto body = wire::unseal(bytes);
+  if (!body) return malformed("checksum mismatch (corrupted, truncated or extended)");
+  r = wire::Reader(*body);
+  (void)r.bytes(sizeof(kMagic) + 1);
   auto backend = r.u8();
   auto name_len = r.u8();
   if (!backend || !name_len) return malformed("truncated header");
@@ -122,7 +131,11 @@ std::string NetAddr::to_string() const {
 }
 
 Result<NetAddr> NetAddr::parse(std::string_view text) {
-  if (!text.starts_with(kTextPrefix)) return malformed("text form must start with \"fna1:\"");
+  if (text.starts_with(kOldTextPrefix)) {
+    return malformed("unsupported version 1 text form \"fna1:\" (this build reads \"fna2:\"; "
+                     "it comes from an older fabric-lib: export it again)");
+  }
+  if (!text.starts_with(kTextPrefix)) return malformed("text form must start with \"fna2:\"");
   auto bytes = wire::from_hex(text.substr(kTextPrefix.size()));
   if (!bytes) return malformed("text form is not valid hex");
   return decode(*bytes);

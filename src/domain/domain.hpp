@@ -49,6 +49,7 @@ struct Limits {
   std::size_t inject_size = 0;  // informational
   bool needs_local_desc = false;  // buffers must be registered (FI_MR_LOCAL)
   std::string provider;         // the provider actually opened
+  std::string device;           // its device: libfabric domain name, verbs device
 };
 
 struct WriteDesc {

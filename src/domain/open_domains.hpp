@@ -14,6 +14,7 @@ struct OpenedDomains {
   Backend backend = Backend::libfabric;
   std::string provider;  // as opened, e.g. "tcp;ofi_rxm"
   std::vector<std::unique_ptr<Domain>> domains;
+  std::vector<DomainNic> nics;  // what each Domain opened, Domain i at [i]
 };
 
 Result<OpenedDomains> open_domains(const EngineConfig& config);

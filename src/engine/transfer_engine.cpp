@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "common/log.hpp"
+#include "domain/nic_choice.hpp"
 #include "domain/open_domains.hpp"
 #include "engine/callback_thread.hpp"
 #include "engine/validate.hpp"
@@ -21,6 +22,7 @@ using engine::Op;
 struct TransferEngine::Impl {
   EngineConfig config;
   NetAddr address;
+  std::vector<DomainNic> nics;
   engine::LocalIdentity identity;
   std::unique_ptr<engine::CallbackThread> callbacks;
   std::unique_ptr<engine::Worker> worker;
@@ -132,6 +134,7 @@ Result<std::unique_ptr<TransferEngine>> TransferEngine::create(const EngineConfi
 
   auto impl = std::make_unique<Impl>();
   impl->config = config;
+  impl->nics = opened->nics;
   std::vector<std::vector<std::byte>> addresses;
   for (const auto& d : opened->domains) {
     addresses.emplace_back(d->address().begin(), d->address().end());
@@ -153,12 +156,20 @@ Result<std::unique_ptr<TransferEngine>> TransferEngine::create(const EngineConfi
   }
   impl->worker->start(worker_placement(config));
   log::info("engine up: {}", impl->address.describe());
+  for (std::size_t i = 0; i < impl->nics.size(); ++i) {
+    log::info("Domain {} ({}): {}", i, opened->provider, impl->nics[i].to_string());
+  }
   return std::unique_ptr<TransferEngine>(new TransferEngine(std::move(impl)));
 }
 
 const NetAddr& TransferEngine::main_address() const noexcept { return impl_->address; }
 const EngineConfig& TransferEngine::config() const noexcept { return impl_->config; }
 std::size_t TransferEngine::num_domains() const noexcept { return impl_->address.num_domains(); }
+const std::vector<DomainNic>& TransferEngine::domain_nics() const noexcept { return impl_->nics; }
+
+Result<std::vector<DomainNic>> resolve_domain_nics(const EngineConfig& config) {
+  return domain::resolve_nics(config);
+}
 
 void TransferEngine::stop() {
   if (impl_->callbacks->on_this_thread()) {

@@ -125,8 +125,9 @@ Status FiDomain::init(const ProviderQuery& query) {
   limits_.inject_size = info->tx_attr->inject_size;
   limits_.needs_local_desc = (mr_mode_ & FI_MR_LOCAL) != 0;
   limits_.provider = info->fabric_attr->prov_name;
+  limits_.device = info->domain_attr->name ? info->domain_attr->name : "";
   log::info("opened libfabric domain: provider={} domain={} mr_mode={:#x} tx={} rx={} inject={}",
-            limits_.provider, info->domain_attr->name ? info->domain_attr->name : "?", mr_mode_,
+            limits_.provider, limits_.device.empty() ? "?" : limits_.device, mr_mode_,
             limits_.tx_depth, limits_.rx_depth, limits_.inject_size);
   return Status::success();
 }

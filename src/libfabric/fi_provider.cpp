@@ -76,8 +76,25 @@ void drop_foreign_signal_handlers() {
   }
 }
 
+// The entry named `domain_name`, or the first one when that is empty.
+Result<const fi_info*> pick_domain(const fi_info* list, const std::string& domain_name) {
+  if (domain_name.empty()) return list;
+  std::string seen;
+  for (const fi_info* p = list; p != nullptr; p = p->next) {
+    const char* name = p->domain_attr->name;
+    if (name != nullptr && domain_name == name) return p;
+    if (name != nullptr && seen.find(name) == std::string::npos) {
+      seen += fmt::format("{}\"{}\"", seen.empty() ? "" : ", ", name);
+    }
+  }
+  return Status(Errc::not_found,
+                fmt::format("provider {} has no domain named \"{}\" (EngineConfig::nics); its "
+                            "domains here: {}",
+                            list->fabric_attr->prov_name, domain_name, seen));
+}
+
 Result<InfoPtr> getinfo(const std::string& prov, const char* node, bool delivery_complete,
-                        bool hmem = false) {
+                        bool hmem = false, const std::string& domain_name = {}) {
   InfoPtr hints = make_hints(prov, delivery_complete, hmem);
   fi_info* found = nullptr;
   const std::uint64_t flags = node != nullptr ? FI_SOURCE : 0;
@@ -94,8 +111,10 @@ Result<InfoPtr> getinfo(const std::string& prov, const char* node, bool delivery
                               node ? node : "", fi_strerror(-rc)));
   }
   InfoPtr all(found);
-  // Keep the first entry only; its successors are freed with the list.
-  InfoPtr first(fi_dupinfo(found));
+  auto picked = pick_domain(found, domain_name);
+  if (!picked) return picked.status();
+  // Keep one entry only; the others are freed with the list.
+  InfoPtr first(fi_dupinfo(picked.value()));
   if (first->domain_attr->cq_data_size < 4) {
     return Status(Errc::unsupported,
                   fmt::format("provider {} carries {} bytes of remote CQ data; the engine "
@@ -154,12 +173,12 @@ Result<InfoPtr> find_provider(const ProviderQuery& query) {
       query.delivery_complete.value_or(prov_defaults_to_delivery_complete(prov));
   if (query.want_hmem) {
     // GPU memory needs FI_HMEM; a provider without it still serves host memory.
-    auto with_hmem = getinfo(prov, node, delivery_complete, true);
+    auto with_hmem = getinfo(prov, node, delivery_complete, true, query.domain_name);
     if (with_hmem) return with_hmem;
     log::info("provider {} offers no FI_HMEM: GPU memory cannot be registered ({})", prov,
               with_hmem.status().message());
   }
-  return getinfo(prov, node, delivery_complete);
+  return getinfo(prov, node, delivery_complete, false, query.domain_name);
 }
 
 }  // namespace fabric::ofi

@@ -25,6 +25,9 @@ struct ProviderQuery {
   std::optional<bool> delivery_complete;
   // Ask for FI_HMEM (GPU memory registration) first, falling back without it.
   bool want_hmem = false;
+  // Non-empty: the entry whose domain_attr->name is this (an EFA device,
+  // EngineConfig::nics), else the first match.
+  std::string domain_name;
 };
 
 bool prov_defaults_to_delivery_complete(std::string_view provider_string);

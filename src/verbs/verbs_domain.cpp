@@ -150,6 +150,7 @@ Status VerbsDomain::init(const VerbsConfig& config, std::size_t domain_index) {
   limits_.inject_size = 0;
   limits_.needs_local_desc = true;
   limits_.provider = "verbs";
+  limits_.device = port_.info.device;
   return Status::success();
 }
 

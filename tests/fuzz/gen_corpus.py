@@ -12,24 +12,30 @@ so the fuzzer starts next to every branch of the decoder.
 import hashlib
 import pathlib
 import struct
+import zlib
 
 ROOT = pathlib.Path(__file__).resolve().parent / "corpus"
 
 
-def net_addr(backend, provider, instance, max_msg, domains):
-    out = b"FNA" + bytes([1, backend, len(provider)]) + provider
+def sealed(body):
+    # Version 2 ends with the CRC-32 (zlib's) of everything before it.
+    return body + struct.pack("<I", zlib.crc32(body))
+
+
+def net_addr(backend, provider, instance, max_msg, domains, version=2):
+    out = b"FNA" + bytes([version, backend, len(provider)]) + provider
     out += struct.pack("<QIB", instance, max_msg, len(domains))
     for d in domains:
         out += struct.pack("<H", len(d)) + d
-    return out
+    return sealed(out) if version >= 2 else out
 
 
-def mr_desc(base, length, owner, keys):
-    out = b"FMD" + bytes([1]) + struct.pack("<QQH", base, length, len(owner)) + owner
+def mr_desc(base, length, owner, keys, version=2):
+    out = b"FMD" + bytes([version]) + struct.pack("<QQH", base, length, len(owner)) + owner
     out += bytes([len(keys)])
     for addr_base, rkey in keys:
         out += struct.pack("<QQ", addr_base, rkey)
-    return out
+    return sealed(out) if version >= 2 else out
 
 
 def verbs_address(gid, lid, mtu, qpn, nonce):
@@ -60,6 +66,9 @@ DESCS = [
     mr_desc(2**64 - 2, 1, ADDRS[2], [(i, 2**64 - 1 - i) for i in range(4)]),
     mr_desc(0x1000, 2**63, ADDRS[3], [(0x1000, 0xABCD)]),
 ]
+# What an older build wrote: refused with "unsupported version 1".
+OLD_ADDR = net_addr(1, b"shm", 5, 65536, [b"fi_shm_1_0\x00"], version=1)
+OLD_DESC = mr_desc(0x1000, 4096, OLD_ADDR, [(0x1000, 1)], version=1)
 
 
 ROCE_GID = bytes(10) + b"\xff\xff" + bytes([198, 18, 0, 1])
@@ -78,7 +87,8 @@ def damaged(valid):
     out = [valid[:n] for n in (0, 3, 4, len(valid) // 2, len(valid) - 1)]
     out.append(valid + b"\x00")                      # trailing byte
     out.append(valid[:4] + b"\x02" + valid[5:])      # a header byte off by one
-    out.append(valid[:3] + b"\x02" + valid[4:])      # unsupported version
+    out.append(valid[:3] + b"\x03" + valid[4:])      # unsupported version
+    out.append(valid[:-5] + bytes([valid[-5] ^ 1]) + valid[-4:])  # checksum mismatch
     return out
 
 
@@ -97,18 +107,18 @@ def write(target, seeds):
 
 
 def main():
-    write("net_addr_decode", ADDRS + damaged(ADDRS[1]) + damaged(ADDRS[2]))
-    write("mr_desc_decode", DESCS + damaged(DESCS[0]) + damaged(DESCS[2]))
+    write("net_addr_decode", ADDRS + [OLD_ADDR] + damaged(ADDRS[1]) + damaged(ADDRS[2]))
+    write("mr_desc_decode", DESCS + [OLD_DESC] + damaged(DESCS[0]) + damaged(DESCS[2]))
     write("net_addr_parse",
-          [text("fna1:", a) for a in ADDRS]
-          + [text("fna1:", a).upper().replace(b"FNA1:", b"fna1:") for a in ADDRS[:1]]
-          + [text("fna1:", a)[:-1] for a in ADDRS[:1]]
-          + [b"fna1:", b"fna1:zz", b"fmd1:00"])
+          [text("fna2:", a) for a in ADDRS]
+          + [text("fna2:", a).upper().replace(b"FNA2:", b"fna2:") for a in ADDRS[:1]]
+          + [text("fna2:", a)[:-1] for a in ADDRS[:1]]
+          + [b"fna2:", b"fna2:zz", b"fmd2:00", text("fna1:", OLD_ADDR)])
     write("mr_desc_parse",
-          [text("fmd1:", d) for d in DESCS]
-          + [text("fmd1:", d).upper().replace(b"FMD1:", b"fmd1:") for d in DESCS[:1]]
-          + [text("fmd1:", d)[:-1] for d in DESCS[:1]]
-          + [b"fmd1:", b"fmd1:0g", b"fna1:00"])
+          [text("fmd2:", d) for d in DESCS]
+          + [text("fmd2:", d).upper().replace(b"FMD2:", b"fmd2:") for d in DESCS[:1]]
+          + [text("fmd2:", d)[:-1] for d in DESCS[:1]]
+          + [b"fmd2:", b"fmd2:0g", b"fna2:00", text("fmd1:", OLD_DESC)])
     write("verbs_wire_decode", VERBS + damaged(VERBS[0]) + damaged(VERBS[2]))
     write("cpuset_parse",
           [b"", b"0", b"0-3", b"0-3,8,10-11", b"1048576", b"0-1048576", b"3-1",

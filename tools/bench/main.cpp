@@ -42,6 +42,12 @@ int main(int argc, char** argv) {
                "each target's on the next CPU, after the engines started; engine threads float)");
   app.add_flag("--raw", [](std::int64_t) {},
                "accepted for clarity: raw figures are always measured alongside");
+  app.add_option("--nics", opt.nics,
+                 "one interface or address per Domain (EngineConfig::nics), e.g. nic0,nic1 "
+                 "inside a netbed host; no raw loop, no FI_TCP_IFACE=lo")
+      ->delimiter(',');
+  app.add_option("--round-mib", opt.round_mib,
+                 "MiB per measured round (default 1024, 16 with --quick)");
   app.add_option("--json", opt.json_path, "write the results here");
   app.add_option("--plot", opt.plot_path, "bandwidth vs size, engine vs raw (PNG)");
   app.add_option("--peer", opt.peers,
@@ -64,9 +70,13 @@ int main(int argc, char** argv) {
                        "--connect HOST:PORT\n");
     return 2;
   }
-  // Before any provider is touched: IP providers read these once.
-  ::setenv("FI_TCP_IFACE", "lo", 1);
-  ::setenv("FI_SOCKETS_IFACE", "lo", 1);
+  // Before any provider is touched: IP providers read these once. With
+  // --nics every Domain binds its own NIC's address instead, and a
+  // process-wide interface filter would hide all NICs but one.
+  if (opt.nics.empty()) {
+    ::setenv("FI_TCP_IFACE", "lo", 1);
+    ::setenv("FI_SOCKETS_IFACE", "lo", 1);
+  }
 
   if (!opt.peers.empty() && (!opt.listen.empty() || opt.backend != "libfabric")) {
     fmt::print(stderr, "fabric-bench: --peer needs the client role (--local or --connect) on the "

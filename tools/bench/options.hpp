@@ -30,6 +30,13 @@ struct Options {
   // On by default: unpinned, two single-threaded busy loops (the raw
   // baseline) often share one CPU of a small box and halve each other.
   bool pin_processes = true;
+  // One NIC per Domain (EngineConfig::nics), e.g. nic0,nic1 on a netbed host
+  // (docs/netbed.md). Turns off the raw loop (one endpoint, loopback only):
+  // the counterpart is the NICs' own rate.
+  std::vector<std::string> nics;
+  // Bytes each measured round moves (0: 1 GiB, 16 MiB with --quick); a
+  // rate-limited NIC needs smaller rounds to finish in reasonable time.
+  std::uint64_t round_mib = 0;
   std::string json_path;
   std::string plot_path;
   // --peer: other transfer engines run over the same single/paged patterns

@@ -127,6 +127,7 @@ void write_json(const Options& opt, const SweepResult& r, const std::vector<Peer
                        {"provider", opt.provider},
                        {"libfabric_provider", r.provider},
                        {"backend", opt.backend},
+                       {"nics", opt.nics},
                        {"size", row.size},
                        {"count", row.count},
                        {"iterations", row.iterations},

@@ -39,6 +39,13 @@ fabric::EngineConfig engine_config(const SideConfig& cfg) {
   c.busy_poll = cfg.busy_poll;
   if (cfg.verbs) c.backend = fabric::Backend::verbs;
   c.record_post_timings = cfg.record_post_timings;
+  if (!cfg.nics.empty()) {
+    c.nics = cfg.nics;
+    c.domains_per_group = static_cast<std::uint32_t>(cfg.nics.size());
+    // A window of large writes queues for seconds behind a rate-limited NIC,
+    // and a request's timer restarts only with its own completions.
+    c.request_timeout = std::chrono::seconds(60);
+  }
   return c;
 }
 
@@ -80,7 +87,7 @@ Side::Side(const SideConfig& cfg)
     : buf(cfg.buffer_bytes),
       imm_buf(4096),
       engine(must(fabric::TransferEngine::create(engine_config(cfg)), "creating the engine")) {
-  if (!cfg.verbs) {
+  if (!cfg.verbs && cfg.nics.empty()) {
     raw.emplace(libfabric_provider(cfg.provider), engine_uses_delivery_complete(cfg.provider));
   }
   eng_buf = must(engine->reg_mr(buf.data, buf.size), "engine reg_mr(buffer)");

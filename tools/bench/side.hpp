@@ -31,6 +31,8 @@ struct SideConfig {
   // >= 0: once the engine's threads exist, pin this (the calling) thread
   // here. The raw loop runs on it; the engine's threads keep floating.
   int pin_cpu = -1;
+  // EngineConfig::nics; non-empty: no raw endpoint (it binds loopback only).
+  std::vector<std::string> nics;
 };
 
 // Ends the named provider the way the engine would (tcp → tcp;ofi_rxm) and

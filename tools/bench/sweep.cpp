@@ -42,7 +42,8 @@ std::vector<std::uint64_t> page_sizes(bool quick) {
 
 // Enough bytes per round that the fixed costs (pipe round trip, first-write
 // connection set-up) fade; bounded so slow providers still finish.
-std::uint64_t iterations_for(std::uint64_t bytes_per_op, bool quick) {
+std::uint64_t iterations_for(std::uint64_t bytes_per_op, bool quick, std::uint64_t round_mib = 0) {
+  if (round_mib != 0) return std::clamp<std::uint64_t>((round_mib << 20) / bytes_per_op, 4, 20000);
   const std::uint64_t budget = quick ? (16ull << 20) : (1ull << 30);
   return std::clamp<std::uint64_t>(budget / bytes_per_op, quick ? 4 : 16, 20000);
 }
@@ -75,7 +76,7 @@ class Session {
     if (!group) throw std::runtime_error("add_peer_group: " + group.status().to_string());
     ScatterRound r;
     r.slice = 64u << 10;
-    r.count = std::min<std::uint64_t>(iterations_for(r.slice * npeers, opt_.quick), 5000);
+    r.count = std::min<std::uint64_t>(iterations_for(r.slice * npeers, opt_.quick, opt_.round_mib), 5000);
     Row row{"scatter", r.slice, npeers, r.count, {}, {}, s_.raw.has_value()};
     std::vector<fabric::PostTiming> timings;
     for (std::uint32_t rep = 0; rep < reps(); ++rep) {
@@ -119,7 +120,7 @@ class Session {
     r.size = size;
     r.pages = paged ? opt_.pages : 0;
     r.window = paged ? std::max<std::uint32_t>(1, opt_.window / 16) : opt_.window;
-    r.count = iterations_for(size * (paged ? r.pages : 1), opt_.quick);
+    r.count = iterations_for(size * (paged ? r.pages : 1), opt_.quick, opt_.round_mib);
     if (std::uint64_t{r.pages} * size > s_.buf.size || size > s_.buf.size) {
       throw std::runtime_error("buffer too small for " + op);
     }
@@ -167,7 +168,7 @@ class Session {
     WriteRound r;
     r.size = size;
     r.window = opt_.window;
-    r.count = std::min<std::uint64_t>(iterations_for(size, opt_.quick), opt_.quick ? 2000 : 20000);
+    r.count = std::min<std::uint64_t>(iterations_for(size, opt_.quick, opt_.round_mib), opt_.quick ? 2000 : 20000);
     Row row{"sendrecv", size, 1, r.count, {}, {}, true};
     row.has_raw = false;
     for (std::uint32_t rep = 0; rep < reps(); ++rep) {
@@ -238,6 +239,7 @@ SweepResult run_sweep(const Options& opt) {
   cfg.provider = opt.provider;
   cfg.busy_poll = opt.busy_poll;
   cfg.verbs = opt.backend == "verbs";
+  cfg.nics = opt.nics;
   cfg.buffer_bytes = std::max<std::size_t>(64u << 20, std::size_t{opt.pages} * (64u << 10));
 
   const bool scatter = std::find(opt.ops.begin(), opt.ops.end(), "scatter") != opt.ops.end();
@@ -272,7 +274,7 @@ SweepResult run_sweep(const Options& opt) {
   try {
     Side side(cfg);
     Session session(opt, children, side);
-    result.provider = side.raw ? side.raw->provider_name() : std::string("verbs");
+    result.provider = side.raw ? side.raw->provider_name() : side.engine->main_address().provider();
     result.delivery_complete = engine_uses_delivery_complete(opt.provider);
     std::size_t total = 0;
     for (const auto& op : opt.ops) {
@@ -327,6 +329,7 @@ int serve(const Options& opt) {
   cfg.provider = opt.provider;
   cfg.busy_poll = opt.busy_poll;
   cfg.verbs = opt.backend == "verbs";
+  cfg.nics = opt.nics;
   cfg.buffer_bytes = std::max<std::size_t>(64u << 20, std::size_t{opt.pages} * (64u << 10));
   try {
     Listener listener(opt.listen.substr(0, colon),

@@ -108,6 +108,23 @@ json to_json(const Report& r) {
                  {"note", r.cuda.note},
                  {"dmabuf_export", r.cuda.dmabuf_export},
                  {"nvidia_peermem", r.cuda.peermem_module}};
+  if (r.nics) {
+    nlohmann::ordered_json nics = {{"provider", r.nics->provider},
+                                   {"requested", r.nics->requested}};
+    if (r.nics->resolved.ok()) {
+      nlohmann::ordered_json domains = nlohmann::ordered_json::array();
+      for (const auto& n : *r.nics->resolved) {
+        domains.push_back({{"requested", n.requested},
+                           {"interface", n.interface},
+                           {"address", n.address},
+                           {"device", n.device}});
+      }
+      nics["domains"] = domains;
+    } else {
+      nics["error"] = r.nics->resolved.status().message();
+    }
+    doc["nics"] = nics;
+  }
   return doc;
 }
 

@@ -23,6 +23,14 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 4))
       ->capture_default_str();
   app.add_flag("--json", json, "print JSON instead of text");
+  std::vector<std::string> nics;
+  std::string provider = "tcp";
+  app.add_option("--nics", nics,
+                 "show which interface/address/device each Domain would get for these "
+                 "EngineConfig::nics entries (one per Domain), e.g. nic0,nic1")
+      ->delimiter(',');
+  app.add_option("--provider", provider, "the provider --nics is resolved for")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   info::Report report;
@@ -35,11 +43,22 @@ int main(int argc, char** argv) {
   report.providers = info::scan_providers();
   report.verbs = info::scan_verbs();
   report.cuda = info::probe_cuda();
+  if (!nics.empty()) {
+    fabric::EngineConfig config;
+    config.provider = provider;
+    config.nics = nics;
+    config.domains_per_group = static_cast<std::uint32_t>(nics.size());
+    report.nics = info::NicChoice{provider, nics, fabric::resolve_domain_nics(config)};
+  }
 
   if (json) {
     fmt::print("{}\n", info::to_json(report).dump(2));
   } else {
     info::print_text(report);
+  }
+  if (report.nics && !report.nics->resolved.ok()) {
+    fmt::print(stderr, "fabric-info: --nics: {}\n", report.nics->resolved.status().to_string());
+    return 1;
   }
   if (!report.topology.ok()) {
     fmt::print(stderr, "fabric-info: {}\n", report.topology.status().to_string());

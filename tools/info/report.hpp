@@ -2,13 +2,25 @@
 // Everything fabric-info found, and its two renderings.
 
 #include <cstddef>
+#include <fabric/engine.hpp>
 #include <fabric/topology.hpp>
+#include <optional>
+#include <vector>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "probes.hpp"
 
 namespace info {
+
+// --nics: the NIC each Domain would get (EngineConfig::nics resolved here,
+// as TransferEngine::create would; nothing is opened).
+struct NicChoice {
+  std::string provider;
+  std::vector<std::string> requested;
+  fabric::Result<std::vector<fabric::DomainNic>> resolved =
+      fabric::Status(fabric::Errc::not_found, "not probed");
+};
 
 struct Report {
   fabric::Result<fabric::Topology> topology = fabric::Status(fabric::Errc::not_found, "not probed");
@@ -17,6 +29,7 @@ struct Report {
   ProviderScan providers;
   VerbsScan verbs;
   CudaProbe cuda;
+  std::optional<NicChoice> nics;
 };
 
 void print_text(const Report& report);

@@ -99,6 +99,19 @@ void print_text(const Report& r) {
                  p.active && p.gid_index >= 0 ? "  <- usable by the verbs backend" : "");
     }
   }
+  if (r.nics) {
+    std::string asked;
+    for (const auto& n : r.nics->requested) asked += (asked.empty() ? "" : ",") + n;
+    fmt::print("NICs       per Domain, provider {}, EngineConfig::nics = {}\n", r.nics->provider,
+               asked);
+    if (!r.nics->resolved.ok()) {
+      fmt::print("  error: {}\n", r.nics->resolved.status().message());
+    } else {
+      for (std::size_t i = 0; i < r.nics->resolved->size(); ++i) {
+        fmt::print("  Domain {}  {}\n", i, (*r.nics->resolved)[i].to_string());
+      }
+    }
+  }
   fmt::print("CUDA       {} ({})\n", r.cuda.present ? "present" : "absent", r.cuda.note);
   fmt::print("GPU reg    libfabric: FI_HMEM_CUDA where a provider above says FI_HMEM; verbs: {}\n",
              r.cuda.dmabuf_export  ? "dma-buf (ibv_reg_dmabuf_mr), nvidia-peermem as fallback"
