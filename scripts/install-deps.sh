@@ -21,6 +21,8 @@ if [[ "${1:-}" != demo ]]; then
     python3-torch python3-pip
     # tools/netbed: namespaces, veth, tc (iproute2); its --loss rule (nftables).
     iproute2 nftables
+    # scripts/vllm-venv.sh (the vLLM connector test) builds a venv from Debian's interpreter.
+    python3-venv
   )
 fi
 # scripts/run-fuzzers.sh also needs clang and its libFuzzer runtime.

@@ -161,6 +161,14 @@ class TransferEngine {
   Result<Watcher> alloc_uvm_watcher(WatchCallback callback,
                                     WatcherMemory memory = WatcherMemory::host);
 
+  // Fences a peer: once it returns ok, no WRITE or SEND from `peer` lands here any more, not even
+  // one it posted before, and our own operations to it fail. tcp, sockets and other connected
+  // libfabric providers drop the connection and the address-vector entry (a later contact
+  // reconnects, so revoke the keys it knows first; docs/kv.md#fence). Errc::unsupported where
+  // the provider cannot stop a peer's writes (shm writes by CMA from the peer's process) or the
+  // backend has no fence yet (verbs).
+  Status fence_peer(const NetAddr& peer);
+
   // The records of requests fully posted since the last call (empty unless
   // config().record_post_timings), oldest first.
   std::vector<PostTiming> take_post_timings();

@@ -98,6 +98,11 @@ class Domain {
 
   // Reads up to out.size() events; returns how many were written.
   virtual std::size_t poll(std::span<Event> out) = 0;
+
+  // After it returns ok, nothing from that peer lands here (TransferEngine::fence_peer).
+  virtual Status fence_peer(std::span<const std::byte> /*address*/) {
+    return {Errc::unsupported, "this backend cannot fence a peer"};
+  }
 };
 
 }  // namespace fabric::domain

@@ -432,6 +432,20 @@ Result<PeerGroupHandle> TransferEngine::add_peer_group(const std::vector<NetAddr
   return PeerGroupHandle{*id, static_cast<std::uint32_t>(peers.size())};
 }
 
+Status TransferEngine::fence_peer(const NetAddr& peer) {
+  Impl::Entry entry(*impl_);
+  if (!entry.open()) return Impl::shut();
+  if (auto st = engine::check_peer(peer, impl_->identity); !st.ok()) return st;
+  auto* worker = impl_->worker.get();
+  auto done = worker->call<bool>(
+      [worker, peer]() -> Result<bool> {
+        if (auto st = worker->fence_peer(peer); !st.ok()) return st;
+        return true;
+      },
+      impl_->config.control_timeout);
+  return done.status();
+}
+
 Status TransferEngine::submit_scatter(const Scatter& request, OnDone on_done) {
   const std::uint64_t called = impl_->stamp();
   Impl::Entry entry(*impl_);

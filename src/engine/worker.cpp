@@ -340,6 +340,13 @@ Result<std::uint64_t> Worker::add_peer_group(const std::vector<NetAddr>& peers) 
   return id;
 }
 
+Status Worker::fence_peer(const NetAddr& peer) {
+  for (std::size_t d = 0; d < domains_.size(); ++d) {
+    if (auto st = domains_[d]->fence_peer(peer.domain_address(d)); !st.ok()) return st;
+  }
+  return Status::success();
+}
+
 bool Worker::post_some(Op* op, std::uint32_t max_wrs) {
   std::uint32_t n = 0;
   while (!op->fully_posted() && !op->failed() && n < max_wrs) {

@@ -67,6 +67,7 @@ class Worker {
   Status add_recv_pool(std::size_t buffer_size, std::uint32_t count, RecvCallback on_recv);
   ImmTable& imms() noexcept { return imms_; }
   Result<std::uint64_t> add_peer_group(const std::vector<NetAddr>& peers);
+  Status fence_peer(const NetAddr& peer);
 
   // --- any thread ---
   std::vector<PostTiming> take_post_timings();

@@ -207,12 +207,42 @@ Result<domain::PeerHandle> FiDomain::resolve_peer(std::span<const std::byte> add
                   fmt::format("fi_av_insert rejected a peer address of {} bytes{}",
                               address.size(), n < 0 ? fmt::format(": {}", fi_strerror(-n)) : ""));
   }
+  fenced_.erase(fi_addr);  // the provider reused a fenced peer's slot for this one
   peers_.emplace(std::move(key), fi_addr);
   if (watch_peers_) {
     if (liveness_.size() <= fi_addr) liveness_.resize(fi_addr + 1);
     liveness_[fi_addr] = ShmPeerLiveness::watch(address);
   }
   return static_cast<domain::PeerHandle>(fi_addr);
+}
+
+Status FiDomain::fence_peer(std::span<const std::byte> address) {
+  // shm moves large payloads with CMA from the writer's own process: nothing here can stop it.
+  if (limits_.provider == "shm") {
+    return {Errc::unsupported, "shm cannot fence a peer: it writes by CMA from its own process"};
+  }
+  std::string key(reinterpret_cast<const char*>(address.data()), address.size());
+  fi_addr_t fi_addr = FI_ADDR_UNSPEC;
+  if (auto it = peers_.find(key); it != peers_.end()) {
+    fi_addr = it->second;
+    peers_.erase(it);
+  } else {
+    // Never contacted from here, but it may have connected to us: insert to name it, then remove.
+    if (fi_av_insert(av_.get(), address.data(), 1, &fi_addr, 0, nullptr) != 1) {
+      return {Errc::invalid_argument, "fence_peer: the provider rejected the peer's address"};
+    }
+  }
+  // Connected providers (rxm over tcp/verbs) close the connection with the entry, discarding
+  // what of the peer's data has not been read yet.
+  if (int rc = fi_av_remove(av_.get(), &fi_addr, 1, 0)) {
+    return {Errc::provider, fmt::format("fi_av_remove: {}", fi_strerror(-rc))};
+  }
+  fenced_.insert(fi_addr);
+  return Status::success();
+}
+
+Status FiDomain::fenced_error() const {
+  return {Errc::provider, "the peer was fenced (TransferEngine::fence_peer)"};
 }
 
 FiDomain::OpContext* FiDomain::acquire_context(domain::Token token) {
@@ -235,6 +265,7 @@ Status FiDomain::check_peer_alive(domain::PeerHandle peer) {
 }
 
 Status FiDomain::post_write(const domain::WriteDesc& w) {
+  if (!fenced_.empty() && fenced_.contains(w.peer)) return fenced_error();
   if (auto st = check_peer_alive(w.peer); !st.ok()) return st;
   OpContext* ctx = acquire_context(w.token);
   ssize_t rc = 0;
@@ -250,6 +281,7 @@ Status FiDomain::post_write(const domain::WriteDesc& w) {
 
 Status FiDomain::post_send(domain::PeerHandle peer, const void* buf, std::size_t length,
                            void* desc, domain::Token token) {
+  if (!fenced_.empty() && fenced_.contains(peer)) return fenced_error();
   if (auto st = check_peer_alive(peer); !st.ok()) return st;
   OpContext* ctx = acquire_context(token);
   ssize_t rc = fi_send(ep_.get(), buf, length, desc, peer, ctx);

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "domain/domain.hpp"
@@ -33,6 +34,7 @@ class FiDomain final : public domain::Domain {
                    domain::Token token) override;
   Status post_recv(void* buf, std::size_t length, void* desc, domain::Token token) override;
   std::size_t poll(std::span<domain::Event> out) override;
+  Status fence_peer(std::span<const std::byte> address) override;
 
  private:
   // Providers in FI_CONTEXT mode own the first bytes of each operation context.
@@ -64,6 +66,10 @@ class FiDomain final : public domain::Domain {
   // Indexed by fi_addr (FI_AV_TABLE hands them out from 0); null: not watched.
   bool watch_peers_ = false;
   std::vector<std::unique_ptr<ShmPeerLiveness>> liveness_;
+  // Removed by fence_peer: operations queued for them before the fence fail here instead of
+  // reaching the provider with a stale address (rxm crashes on those).
+  std::unordered_set<fi_addr_t> fenced_;
+  Status fenced_error() const;
   std::deque<OpContext> contexts_;  // deque: stable addresses as it grows
   std::vector<OpContext*> free_contexts_;
 };

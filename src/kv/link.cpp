@@ -1,0 +1,91 @@
+#include "link.hpp"
+
+#include <spdlog/spdlog.h>
+
+namespace fabric::kv {
+
+Link::Link(TransferEngine& engine, Liveness liveness) : engine_(engine), liveness_(liveness) {}
+
+Link::~Link() { stop(); }
+
+std::uint64_t Link::self_instance() const noexcept { return engine_.main_address().instance_id(); }
+
+std::chrono::milliseconds Link::dead_after() const noexcept {
+  return 2 * liveness_.heartbeat_interval + engine_.config().request_timeout;
+}
+
+std::chrono::milliseconds Link::tick() const noexcept {
+  return std::max(std::chrono::milliseconds(1), liveness_.heartbeat_interval / 4);
+}
+
+Status Link::start(OnMessage on_message, OnTick on_tick) {
+  if (liveness_.heartbeat_interval.count() <= 0 || liveness_.recv_buffers == 0) {
+    return {Errc::invalid_argument, "KV liveness: heartbeat interval and receive buffers must be "
+                                    "positive"};
+  }
+  {
+    std::lock_guard lock(inbox_->mutex);
+    inbox_->on_message = std::move(on_message);
+  }
+  on_tick_ = std::move(on_tick);
+  std::weak_ptr<Inbox> weak = inbox_;
+  auto st = engine_.submit_recvs(
+      engine_.config().max_message_size, liveness_.recv_buffers,
+      [weak](std::span<const std::byte> data) {
+        auto inbox = weak.lock();
+        if (!inbox) return;
+        auto m = msg::decode(data);
+        if (!m.ok()) {
+          spdlog::warn("fabric kv: dropped a message of {} bytes: {}", data.size(),
+                       m.status().to_string());
+          return;
+        }
+        std::lock_guard lock(inbox->mutex);
+        if (inbox->on_message) inbox->on_message(std::move(*m));
+      });
+  if (!st.ok()) return st;
+  thread_ = std::thread([this] { run(); });
+  return Status::success();
+}
+
+void Link::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_ && !thread_.joinable()) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  // After this no message reaches the owner, even if the engine lives on.
+  std::lock_guard lock(inbox_->mutex);
+  inbox_->on_message = nullptr;
+}
+
+void Link::wake() {
+  {
+    std::lock_guard lock(mutex_);
+    woken_ = true;
+  }
+  cv_.notify_all();
+}
+
+Status Link::send(const NetAddr& to, const msg::Body& body,
+                  std::function<void(const Status&)> on_sent) {
+  const auto bytes = msg::encode(self_instance(), body);
+  if (on_sent) return engine_.submit_send(to, bytes, OnDone(std::move(on_sent)));
+  return engine_.submit_send(to, bytes, OnDone());
+}
+
+void Link::run() {
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    cv_.wait_for(lock, tick(), [this] { return stopping_ || woken_; });
+    if (stopping_) break;
+    woken_ = false;
+    lock.unlock();
+    on_tick_(Clock::now());
+    lock.lock();
+  }
+}
+
+}  // namespace fabric::kv

@@ -1,0 +1,297 @@
+// fabric-kv-bench: layer-by-layer KV push against the same request moved in one batch after
+// prefill ends, on a Qwen3-235B-like layout scaled to this machine (docs/kv.md#figures).
+//
+// Two processes on one host: the decoder (a forked child) and the prefiller (this process),
+// one engine each. Per request the prefiller "computes" each layer for --compute-us (a sleep:
+// the GPU computes, the host is free), then calls layer_done (layerwise) or, in bulk mode,
+// calls layer_done for every layer once all are computed. Both sides stamp steady_clock,
+// which is system-wide, so the decoder's ready time and the prefiller's compute times compare.
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fabric/engine.hpp"
+#include "fabric/kv/receiver.hpp"
+#include "fabric/kv/sender.hpp"
+
+using namespace fabric;
+using namespace fabric::kv;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Options {
+  std::string provider = "tcp";
+  std::uint32_t layers = 94;
+  std::uint32_t tokens = 2048;
+  std::uint32_t tokens_per_page = 64;
+  std::uint32_t kv_heads = 2;  // this rank's: Qwen3-235B has 4 KV heads, TP2 here
+  std::uint32_t head_size = 128;
+  std::uint32_t compute_us = 3000;
+  std::uint32_t repeat = 5;
+  std::uint32_t reg_tensors = 1000;
+  std::string json = "kv-bench.json";
+};
+
+// A tiny framed pipe between the two processes.
+bool put(int fd, const void* p, std::size_t n) {
+  const auto* b = static_cast<const char*>(p);
+  while (n > 0) {
+    ssize_t w = ::write(fd, b, n);
+    if (w <= 0) return false;
+    b += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return true;
+}
+bool get(int fd, void* p, std::size_t n) {
+  auto* b = static_cast<char*>(p);
+  while (n > 0) {
+    ssize_t r = ::read(fd, b, n);
+    if (r <= 0) return false;
+    b += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
+bool put_bytes(int fd, const std::vector<std::byte>& v) {
+  std::uint32_t n = static_cast<std::uint32_t>(v.size());
+  return put(fd, &n, 4) && put(fd, v.data(), n);
+}
+std::vector<std::byte> get_bytes(int fd) {
+  std::uint32_t n = 0;
+  if (!get(fd, &n, 4)) return {};
+  std::vector<std::byte> v(n);
+  if (!get(fd, v.data(), n)) return {};
+  return v;
+}
+
+KvLayout layout_of(const Options& o) {
+  const std::uint32_t pages = (o.tokens + o.tokens_per_page - 1) / o.tokens_per_page;
+  return vllm_hnd({o.layers, pages, o.tokens_per_page, o.kv_heads, {0, o.kv_heads}, o.head_size, 2});
+}
+
+std::unique_ptr<TransferEngine> engine_of(const Options& o) {
+  EngineConfig c;
+  c.provider = o.provider;
+  c.bind_address = "127.0.0.1";
+  auto e = TransferEngine::create(c);
+  if (!e.ok()) {
+    std::fprintf(stderr, "engine: %s\n", e.status().to_string().c_str());
+    std::exit(1);
+  }
+  return std::move(*e);
+}
+
+std::vector<std::vector<std::byte>> alloc(const KvLayout& l) {
+  std::vector<std::vector<std::byte>> m;
+  for (std::uint32_t i = 0; i < l.num_regions; ++i) m.emplace_back(2 * l.page_stride * l.num_pages, std::byte{1});
+  return m;
+}
+
+std::int64_t ns(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+int decoder(const Options& o, int fd) {
+  auto engine = engine_of(o);
+  KvLayout l = layout_of(o);
+  auto mem = alloc(l);
+  ReceiverConfig cfg;
+  cfg.layout = l;
+  for (auto& m : mem) cfg.regions.push_back({m.data(), m.size()});
+  auto rx = Receiver::create(*engine, cfg);
+  if (!rx.ok()) return 1;
+  put_bytes(fd, engine->main_address().encode());
+  auto peer = NetAddr::decode(get_bytes(fd));
+  if (!peer.ok()) return 1;
+  const auto c0 = Clock::now();
+  auto src = (*rx)->connect(*peer, std::chrono::seconds(30));
+  const auto c1 = Clock::now();
+  if (!src.ok()) return 1;
+  // Registering this decoder's regions for the sender happened inside connect.
+  std::int64_t connect_ns = ns(c1) - ns(c0);
+  put(fd, &connect_ns, 8);
+  std::vector<std::uint32_t> pages(l.num_pages);
+  std::iota(pages.begin(), pages.end(), 0u);
+  const std::uint32_t s = *src;
+  for (std::uint32_t i = 0;; ++i) {
+    std::uint32_t go = 0;
+    if (!get(fd, &go, 4) || go == 0) break;
+    const std::string id = "r" + std::to_string(i);
+    if (!(*rx)->request(id, pages, o.tokens, std::span(&s, 1)).ok()) return 1;
+    auto st = (*rx)->wait(id, std::chrono::seconds(120));
+    const std::int64_t ready = ns(Clock::now());
+    std::int64_t ok = st.ok() && st->state == State::done ? 1 : 0;
+    put(fd, &ok, 8);
+    put(fd, &ready, 8);
+    (void)(*rx)->release(id);
+  }
+  return 0;
+}
+
+struct Measurement {
+  std::string mode;
+  std::vector<double> compute_done_ms;  // per layer, from the start
+  double last_compute_ms = 0, ready_ms = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"fabric-kv-bench: layerwise KV push vs one batch after prefill"};
+  app.add_option("--provider", o.provider, "libfabric provider (tcp, shm, sockets)");
+  app.add_option("--layers", o.layers);
+  app.add_option("--tokens", o.tokens, "prompt tokens per request");
+  app.add_option("--tokens-per-page", o.tokens_per_page);
+  app.add_option("--kv-heads", o.kv_heads, "KV heads on each rank");
+  app.add_option("--head-size", o.head_size);
+  app.add_option("--compute-us", o.compute_us, "simulated compute per layer");
+  app.add_option("--repeat", o.repeat, "requests per mode");
+  app.add_option("--reg-tensors", o.reg_tensors, "tensors for the registration measurement");
+  app.add_option("--json", o.json);
+  CLI11_PARSE(app, argc, argv);
+  ::setenv("FI_TCP_IFACE", "lo", 1);
+  ::setenv("FI_SOCKETS_IFACE", "lo", 1);
+
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) return 1;
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(fds[0]);
+    ::_exit(decoder(o, fds[1]));
+  }
+  ::close(fds[1]);
+  const int fd = fds[0];
+
+  auto engine = engine_of(o);
+  KvLayout l = layout_of(o);
+  auto mem = alloc(l);
+  SenderConfig cfg;
+  cfg.layout = l;
+  for (auto& m : mem) cfg.regions.push_back(engine->reg_mr(m.data(), m.size()).value().handle);
+  auto tx = Sender::create(*engine, cfg);
+  if (!tx.ok()) return 1;
+  auto peer = NetAddr::decode(get_bytes(fd));
+  put_bytes(fd, engine->main_address().encode());
+  std::int64_t connect_ns = 0;
+  get(fd, &connect_ns, 8);
+
+  const std::uint64_t page_bytes = l.page_stride;
+  const std::uint64_t pages_per_request = std::uint64_t{l.num_pages} * l.parts() * l.num_layers;
+  const std::uint64_t bytes = pages_per_request * page_bytes;
+  std::vector<std::uint32_t> pages(l.num_pages);
+  std::iota(pages.begin(), pages.end(), 0u);
+  std::vector<Measurement> runs;
+  std::uint32_t index = 0;
+  for (const std::string mode : {"layerwise", "bulk"}) {
+    for (std::uint32_t rep = 0; rep < o.repeat; ++rep, ++index) {
+      const std::string id = "r" + std::to_string(index);
+      std::uint32_t go = 1;
+      put(fd, &go, 4);
+      if (!(*tx)->prepare(id, pages, o.tokens).ok()) return 1;
+      Measurement r;
+      r.mode = mode;
+      const auto t0 = Clock::now();
+      auto t = t0;
+      for (std::uint32_t layer = 0; layer < l.num_layers; ++layer) {
+        t += std::chrono::microseconds(o.compute_us);
+        std::this_thread::sleep_until(t);
+        r.compute_done_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+        if (mode == "layerwise") (void)(*tx)->layer_done(id, layer);
+      }
+      const auto last = Clock::now();
+      if (mode == "bulk") {
+        for (std::uint32_t layer = 0; layer < l.num_layers; ++layer) (void)(*tx)->layer_done(id, layer);
+      }
+      std::int64_t ok = 0, ready = 0;
+      get(fd, &ok, 8);
+      get(fd, &ready, 8);
+      if (ok != 1) {
+        std::fprintf(stderr, "request %s failed\n", id.c_str());
+        return 1;
+      }
+      r.last_compute_ms = std::chrono::duration<double, std::milli>(last - t0).count();
+      r.ready_ms = static_cast<double>(ready - ns(t0)) / 1e6;
+      runs.push_back(r);
+      for (int i = 0; i < 1000 && (*tx)->active_requests() > 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the sender's drain, bounded
+      }
+      (void)(*tx)->release(id);
+    }
+  }
+  std::uint32_t stop = 0;
+  put(fd, &stop, 4);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+
+  // Registration: --reg-tensors separate allocations (as vLLM allocates one tensor per layer).
+  std::vector<std::vector<std::byte>> tensors(o.reg_tensors, std::vector<std::byte>(256 * 1024));
+  const auto r0 = Clock::now();
+  std::vector<MrHandle> regs;
+  for (auto& t : tensors) regs.push_back(engine->reg_mr(t.data(), t.size()).value().handle);
+  const double reg_ms = std::chrono::duration<double, std::milli>(Clock::now() - r0).count();
+  for (auto& h : regs) (void)engine->dereg_mr(h);
+
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  nlohmann::json out;
+  out["provider"] = o.provider;
+  out["layers"] = o.layers;
+  out["tokens"] = o.tokens;
+  out["page_bytes"] = page_bytes;
+  out["pages_per_request"] = pages_per_request;
+  out["bytes_per_request"] = bytes;
+  out["compute_us_per_layer"] = o.compute_us;
+  std::vector<double> exposed_l, exposed_b, bulk_xfer;
+  for (const Measurement& r : runs) {
+    const double exposed = r.ready_ms - r.last_compute_ms;
+    (r.mode == "layerwise" ? exposed_l : exposed_b).push_back(exposed);
+    nlohmann::json j;
+    j["mode"] = r.mode;
+    j["last_compute_ms"] = r.last_compute_ms;
+    j["ready_ms"] = r.ready_ms;
+    j["last_layer_to_ready_ms"] = exposed;
+    out["runs"].push_back(j);
+  }
+  const double bulk_ms = median(exposed_b);  // the whole transfer, nothing overlapped
+  const double link_ms = bulk_ms / o.layers;
+  const double layer_ms = median(exposed_l);
+  out["bulk_transfer_ms"] = bulk_ms;
+  out["link_ms_per_layer"] = link_ms;
+  out["compute_ms_per_layer"] = o.compute_us / 1000.0;
+  out["layerwise_last_layer_to_ready_ms"] = layer_ms;
+  out["fraction_hidden"] = bulk_ms > 0 ? 1.0 - layer_ms / bulk_ms : 0.0;
+  out["pages_per_s"] = bulk_ms > 0 ? pages_per_request / (bulk_ms / 1e3) : 0.0;
+  out["gbit_per_s"] = bulk_ms > 0 ? bytes * 8.0 / (bulk_ms / 1e3) / 1e9 : 0.0;
+  out["target_last_layer_to_ready_ms"] = link_ms + 1.0;
+  out["registration_tensors"] = o.reg_tensors;
+  out["registration_ms"] = reg_ms;
+  out["receiver_connect_ms"] = static_cast<double>(connect_ns) / 1e6;
+  std::ofstream(o.json) << out.dump(2) << "\n";
+  std::printf("%s: %u layers x %llu pages of %llu B (%.1f MiB/request), compute %.2f ms/layer\n",
+              o.provider.c_str(), o.layers, static_cast<unsigned long long>(pages_per_request / o.layers),
+              static_cast<unsigned long long>(page_bytes), bytes / 1048576.0, o.compute_us / 1000.0);
+  std::printf("bulk transfer %.2f ms (%.3f ms/layer link, %.0f pages/s, %.2f Gbit/s)\n", bulk_ms,
+              link_ms, out["pages_per_s"].get<double>(), out["gbit_per_s"].get<double>());
+  std::printf("layerwise: last layer -> ready %.3f ms (target <= %.3f), %.1f %% of the transfer hidden\n",
+              layer_ms, link_ms + 1.0, 100.0 * out["fraction_hidden"].get<double>());
+  std::printf("registration of %u tensors: %.1f ms\n", o.reg_tensors, reg_ms);
+  return 0;
+}
