@@ -227,6 +227,11 @@ Result<InfoPtr> find_provider(const ProviderQuery& query) {
   }
   auto found = getinfo(prov, node, delivery_complete, false, query.domain_name);
   if (found) return found;
+  // The provider is there but lacks the named domain: its own error lists the
+  // domains it has, which says more than the list of providers.
+  if (!query.domain_name.empty() && getinfo(prov, node, delivery_complete).ok()) {
+    return found.status();
+  }
   return explain_not_found(prov, shm_name.empty() ? node : nullptr, found.status());
 }
 

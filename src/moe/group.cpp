@@ -150,7 +150,8 @@ struct MoeGroup::Impl {
   template <typename Ready>
   std::vector<std::uint32_t> poll_until(std::vector<std::uint32_t> pending, Ready ready,
                                         bool& aborted) {
-    const auto deadline = Clock::now() + config.timeout;
+    auto deadline = Clock::now() + config.timeout;
+    bool in_grace = false;
     std::uint32_t spins = 0;
     aborted = false;
     while (!pending.empty()) {
@@ -160,7 +161,17 @@ struct MoeGroup::Impl {
         aborted = true;
         break;
       }
-      if (Clock::now() >= deadline) break;
+      if (Clock::now() >= deadline) {
+        // Survivors that began this wait together time out together, and one
+        // blocked by the dead rank sends nothing either. A short grace lets the
+        // first one's abort notice arrive, so that every survivor names the rank
+        // that died rather than a survivor that stopped sending because of it.
+        if (in_grace) break;
+        in_grace = true;
+        deadline = Clock::now() + std::min<std::chrono::milliseconds>(
+                                      config.timeout / 4, std::chrono::milliseconds(300));
+        continue;
+      }
       // Spin briefly, then yield: peers run on other cores, or wait for one.
       if (++spins > 256) std::this_thread::yield();
     }

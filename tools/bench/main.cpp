@@ -57,6 +57,9 @@ int main(int argc, char** argv) {
                  "one interface or address per Domain (EngineConfig::nics), e.g. nic0,nic1 "
                  "inside a netbed host; no raw loop, no FI_TCP_IFACE=lo")
       ->delimiter(',');
+  app.add_option("--request-timeout-ms", opt.request_timeout_ms,
+                 "fail a request after this long without a completion of its own (default: the "
+                 "engine's, 60 s with --nics); for slow emulated NICs");
   app.add_option("--round-mib", opt.round_mib,
                  "MiB per measured round (default 1024, 16 with --quick)");
   app.add_option("--json", opt.json_path, "write the results here");

@@ -39,6 +39,8 @@ struct Options {
   // (docs/netbed.md). Turns off the raw loop (one endpoint, loopback only):
   // the counterpart is the NICs' own rate.
   std::vector<std::string> nics;
+  // EngineConfig::request_timeout (ms) of both sides; 0 keeps the default.
+  std::uint32_t request_timeout_ms = 0;
   // Bytes each measured round moves (0: 1 GiB, 16 MiB with --quick); a
   // rate-limited NIC needs smaller rounds to finish in reasonable time.
   std::uint64_t round_mib = 0;

@@ -46,6 +46,7 @@ fabric::EngineConfig engine_config(const SideConfig& cfg) {
     // and a request's timer restarts only with its own completions.
     c.request_timeout = std::chrono::seconds(60);
   }
+  if (cfg.request_timeout_ms != 0) c.request_timeout = std::chrono::milliseconds(cfg.request_timeout_ms);
   return c;
 }
 

@@ -34,6 +34,8 @@ struct SideConfig {
   int pin_cpu = -1;
   // EngineConfig::nics; non-empty: no raw endpoint (it binds loopback only).
   std::vector<std::string> nics;
+  // EngineConfig::request_timeout in ms; 0: the engine's default (60 s with nics).
+  std::uint32_t request_timeout_ms = 0;
 };
 
 // Ends the named provider the way the engine would (tcp → tcp;ofi_rxm) and
