@@ -76,6 +76,9 @@ TEST_P(EdgeCaseTest, ExpectingZeroArrivalsFiresAtOnceAndTakesNothing) {
   constexpr std::uint32_t kImm = 0xe0;
   test::WaitableCount fired;
   std::atomic<std::uint64_t> reported{99};
+  // Declared after what the callback touches: the engine stops (joining its
+  // callback thread) before those go out of scope.
+  const StopGuard stop_guard(engine_.get());
   ASSERT_OK(engine_->expect_imm_count(kImm, 0, [&](std::uint32_t, std::uint64_t count) {
     reported = count;
     fired.add();
@@ -151,6 +154,7 @@ TEST_P(EdgeCaseTest, AnEmptyScatterOrBarrierCompletesOkAndSendsNothing) {
 TEST_P(EdgeCaseTest, AZeroLengthSendArrivesAsAnEmptyMessage) {
   test::WaitableCount received;
   std::atomic<std::size_t> size{999};
+  const StopGuard stop_guard(engine_.get());
   ASSERT_OK(engine_->submit_recvs(engine_->config().max_message_size, 4,
                                   [&](std::span<const std::byte> data) {
                                     size = data.size();
