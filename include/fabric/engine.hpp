@@ -115,6 +115,12 @@ class TransferEngine {
   // Registers [ptr, ptr+len) on every Domain. Remote peers get only `access`.
   Result<Registered> reg_mr(void* ptr, std::size_t len, Device device = Device::host(),
                             Access access = Access::remote_write);
+  // Registers many regions (a model's layer tensors) in one pass of the worker thread: reg_mr
+  // per region pays a round trip to the worker each, which dominates on a loaded host. The
+  // result holds one Registered per range, in order. All or nothing: on an error no range stays
+  // registered and the error names the range that failed.
+  Result<std::vector<Registered>> reg_mrs(std::span<const MemoryRange> ranges,
+                                          Access access = Access::remote_write);
   // Revokes the registration on every Domain; later writes to it fail on the
   // writer's side. Waits for local transfers still using it as a source.
   Status dereg_mr(const MrHandle& handle);

@@ -92,6 +92,13 @@ class MrDesc {
   std::shared_ptr<const Data> data_;
 };
 
+// One region for TransferEngine::reg_mrs(): [ptr, ptr + length) on `device`.
+struct MemoryRange {
+  void* ptr = nullptr;
+  std::size_t length = 0;
+  Device device = Device::host();
+};
+
 // reg_mr()'s result.
 struct Registered {
   MrHandle handle;

@@ -75,9 +75,10 @@ class PySender {
     engine_ = make_engine(o);
     SenderConfig cfg;
     cfg.layout = std::move(layout);
-    for (auto [ptr, len] : regions) {
-      cfg.regions.push_back(take(engine_->reg_mr(reinterpret_cast<void*>(ptr), len)).handle);
-    }
+    std::vector<MemoryRange> ranges;
+    for (auto [ptr, len] : regions) ranges.push_back({reinterpret_cast<void*>(ptr), len});
+    // One batch: vLLM hands one tensor per layer, and reg_mr each pays a worker round trip.
+    for (auto& r : take(engine_->reg_mrs(ranges))) cfg.regions.push_back(r.handle);
     if (tail) tail_ = take(engine_->reg_mr(reinterpret_cast<void*>(tail->first), tail->second)).handle;
     cfg.liveness.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
     cfg.receiver_timeout = std::chrono::milliseconds(receiver_timeout_ms);

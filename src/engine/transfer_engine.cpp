@@ -199,10 +199,9 @@ void TransferEngine::stop() {
 
 // ---------------------------------------------------------------- memory
 
-Result<Registered> TransferEngine::reg_mr(void* ptr, std::size_t len, Device device,
-                                          Access access) {
-  Impl::Entry entry(*impl_);
-  if (!entry.open()) return Impl::shut();
+namespace {
+
+Status check_registration(const void* ptr, std::size_t len, Access access) {
   if (ptr == nullptr || len == 0) {
     return Status(Errc::invalid_argument,
                   fmt::format("reg_mr needs a non-null pointer and a length > 0 (got {}, {})",
@@ -216,11 +215,56 @@ Result<Registered> TransferEngine::reg_mr(void* ptr, std::size_t len, Device dev
     return Status(Errc::invalid_argument,
                   fmt::format("unknown Access bits {:#x}", static_cast<std::uint32_t>(access)));
   }
+  return Status::success();
+}
+
+}  // namespace
+
+Result<Registered> TransferEngine::reg_mr(void* ptr, std::size_t len, Device device,
+                                          Access access) {
+  Impl::Entry entry(*impl_);
+  if (!entry.open()) return Impl::shut();
+  if (auto st = check_registration(ptr, len, access); !st.ok()) return st;
   auto* worker = impl_->worker.get();
   const NetAddr& self = impl_->address;
   const void* engine = impl_.get();
   return worker->call<Registered>(
       [=, &self]() { return worker->register_memory(ptr, len, device, access, self, engine); },
+      impl_->config.control_timeout);
+}
+
+Result<std::vector<Registered>> TransferEngine::reg_mrs(std::span<const MemoryRange> ranges,
+                                                        Access access) {
+  Impl::Entry entry(*impl_);
+  if (!entry.open()) return Impl::shut();
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    if (auto st = check_registration(ranges[i].ptr, ranges[i].length, access); !st.ok()) {
+      return Status(st.code(), fmt::format("reg_mrs range {}: {}", i, st.message()));
+    }
+  }
+  if (ranges.empty()) return std::vector<Registered>{};
+  auto* worker = impl_->worker.get();
+  const NetAddr& self = impl_->address;
+  const void* engine = impl_.get();
+  // A copy: the caller may give up after control_timeout while the worker still reads them.
+  std::vector<MemoryRange> copy(ranges.begin(), ranges.end());
+  return worker->call<std::vector<Registered>>(
+      [=, &self, ranges = std::move(copy)]() -> Result<std::vector<Registered>> {
+        std::vector<Registered> out;
+        out.reserve(ranges.size());
+        for (std::size_t i = 0; i < ranges.size(); ++i) {
+          const MemoryRange& r = ranges[i];
+          auto reg = worker->register_memory(r.ptr, r.length, r.device, access, self, engine);
+          if (!reg.ok()) {
+            // Nothing used the fresh registrations yet: each closes at once.
+            for (auto& done : out) worker->deregister(done.handle.registration(), {});
+            return Status(reg.status().code(),
+                          fmt::format("reg_mrs range {}: {}", i, reg.status().message()));
+          }
+          out.push_back(std::move(reg).value());
+        }
+        return out;
+      },
       impl_->config.control_timeout);
 }
 

@@ -355,19 +355,18 @@ Result<std::uint32_t> Receiver::connect(const NetAddr& sender, std::chrono::mill
     im.by_instance[sender.instance_id()] = index;
   }
   // One registration per region for this sender: fencing it revokes these keys only.
-  std::vector<Registered> regions;
-  std::vector<MrDesc> descs;
-  for (const RegionMemory& r : im.config.regions) {
-    auto reg = im.engine.reg_mr(r.ptr, r.length, r.device);
-    if (!reg.ok()) {
-      for (auto& x : regions) (void)im.engine.dereg_mr(x.handle);
-      std::lock_guard lock(im.mutex);
-      im.sources[index].alive = false;
-      return reg.status();
-    }
-    descs.push_back(reg->desc);
-    regions.push_back(std::move(*reg));
+  // One batch: a worker round trip per region cost most of connect on a loaded host (docs/kv.md).
+  std::vector<MemoryRange> ranges;
+  for (const RegionMemory& r : im.config.regions) ranges.push_back({r.ptr, r.length, r.device});
+  auto registered = im.engine.reg_mrs(ranges);
+  if (!registered.ok()) {
+    std::lock_guard lock(im.mutex);
+    im.sources[index].alive = false;
+    return registered.status();
   }
+  std::vector<Registered> regions = std::move(registered).value();
+  std::vector<MrDesc> descs;
+  for (const Registered& r : regions) descs.push_back(r.desc);
   {
     std::lock_guard lock(im.mutex);
     im.sources[index].regions = std::move(regions);
