@@ -170,9 +170,10 @@ class TransferEngine {
   // Fences a peer: once it returns ok, no WRITE or SEND from `peer` lands here any more, not even
   // one it posted before, and our own operations to it fail. tcp, sockets and other connected
   // libfabric providers drop the connection and the address-vector entry (a later contact
-  // reconnects, so revoke the keys it knows first; docs/kv.md#fence). Errc::unsupported where
-  // the provider cannot stop a peer's writes (shm writes by CMA from the peer's process) or the
-  // backend has no fence yet (verbs).
+  // reconnects, so revoke the keys it knows first; docs/kv.md#fence). verbs moves the RC queue
+  // pairs with the peer to the error state and refuses its later handshakes: that peer instance
+  // stays shut out until this engine stops (docs/verbs.md#failures). Errc::unsupported where
+  // the provider cannot stop a peer's writes (shm writes by CMA from the peer's process).
   Status fence_peer(const NetAddr& peer);
 
   // The records of requests fully posted since the last call (empty unless

@@ -43,6 +43,8 @@ std::mt19937_64 seeded_rng(const void* self) {
   return std::mt19937_64(seed);
 }
 
+constexpr const char* kFenced = "the peer was fenced (TransferEngine::fence_peer)";
+
 Status verbs_error(std::string_view call, int rc) {
   return {Errc::provider, fmt::format("{}: {}", call, std::strerror(rc))};
 }
@@ -309,6 +311,11 @@ void VerbsDomain::on_handshake(const Handshake& message) {
 }
 
 void VerbsDomain::on_request(Peer& peer, const Handshake& message) {
+  if (peer.fenced) {
+    // No reply: the fenced peer's requests wait for it, then fail by its connect_timeout.
+    log::debug("verbs: refused a handshake from fenced {}", peer_name(peer));
+    return;
+  }
   if (peer.incoming && peer.incoming->id == message.conn_id) {
     // Our reply was lost: the queue pairs are connected already, say so again.
     (void)send_handshake(peer, *peer.incoming, Handshake::Type::reply);
@@ -382,6 +389,33 @@ void VerbsDomain::break_connection(Connection& conn, const std::string& why) {
   }
 }
 
+Status VerbsDomain::fence_peer(std::span<const std::byte> address) {
+  auto decoded = VerbsAddress::decode(address);
+  if (!decoded) {
+    return {Errc::invalid_argument,
+            fmt::format("fence_peer: not a verbs peer address: {}", decoded.status().message())};
+  }
+  // A peer never seen here is recorded too: its handshakes are refused from now on.
+  auto found = find_or_add_peer(*decoded);
+  if (!found) return found.status();
+  Peer& peer = **found;
+  if (peer.fenced) return Status::success();
+  peer.fenced = true;
+  fail_queued(peer, Status(Errc::provider, kFenced));
+  std::erase(connecting_, &peer);
+  std::erase(waiting_peers_, &peer);
+  peer.waiting = false;
+  for (std::unique_ptr<Connection>* conn : {&peer.outgoing, &peer.incoming}) {
+    if (!*conn) continue;
+    // The error state is the fence: the device drops what the peer still sends to these queue
+    // pairs (its WRITEs fail on its side once its retries run out) and flushes what we posted.
+    break_connection(**conn, kFenced);
+    fenced_connections_.push_back(std::move(*conn));
+  }
+  log::info("verbs: fenced {}", peer_name(peer));
+  return Status::success();
+}
+
 void VerbsDomain::retire(std::unique_ptr<Connection> conn) {
   if (conn->outstanding() > 0) retired_.push_back(std::move(conn));
 }
@@ -437,6 +471,7 @@ Status VerbsDomain::post_write(const domain::WriteDesc& write) {
     return {Errc::invalid_argument, fmt::format("unknown verbs peer handle {}", write.peer)};
   }
   Peer& peer = *peers_[write.peer];
+  if (peer.fenced) return {Errc::provider, kFenced};
   if (peer.outgoing && peer.outgoing->state == State::ready && peer.queued.empty()) {
     return post_write_on(*peer.outgoing, write);
   }
@@ -451,6 +486,7 @@ Status VerbsDomain::post_send(domain::PeerHandle handle, const void* buf, std::s
     return {Errc::invalid_argument, fmt::format("unknown verbs peer handle {}", handle)};
   }
   Peer& peer = *peers_[handle];
+  if (peer.fenced) return {Errc::provider, kFenced};
   if (peer.outgoing && peer.outgoing->state == State::ready && peer.queued.empty()) {
     return post_send_on(*peer.outgoing, buf, length, desc, token);
   }

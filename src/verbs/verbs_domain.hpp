@@ -48,6 +48,9 @@ class VerbsDomain final : public domain::Domain {
                    domain::Token token) override;
   Status post_recv(void* buf, std::size_t length, void* desc, domain::Token token) override;
   std::size_t poll(std::span<domain::Event> out) override;
+  // Moves both connections with the peer to the error state, fails what is queued or posted to
+  // it, and refuses the peer's later handshakes: that peer instance is shut out for good.
+  Status fence_peer(std::span<const std::byte> address) override;
 
   // WRITEs handed to the device by one doorbell at most.
   static constexpr std::size_t kMaxChain = 4;
@@ -95,6 +98,7 @@ class VerbsDomain final : public domain::Domain {
     std::unique_ptr<Connection> incoming;  // the peer's: we only receive on it
     std::deque<Queued> queued;
     bool waiting = false;  // in waiting_peers_
+    bool fenced = false;   // fence_peer: no connection with it, either way, ever again
   };
 
   struct TxSlot {
@@ -152,6 +156,9 @@ class VerbsDomain final : public domain::Domain {
   std::deque<std::unique_ptr<Peer>> peers_;  // PeerHandle = index
   std::unordered_map<std::string, domain::PeerHandle> peer_index_;
   std::vector<std::unique_ptr<Connection>> retired_;  // broken, waiting for flushes
+  // Fenced peers' connections stay (in the error state) until the Domain closes, so that no new
+  // queue pair reuses a number the fenced peer still sends to.
+  std::vector<std::unique_ptr<Connection>> fenced_connections_;
   std::vector<Peer*> connecting_;
   std::vector<Peer*> broken_peers_;  // outgoing connection broke since the last poll
   std::vector<Connection*> to_ring_;

@@ -90,6 +90,7 @@ int writer_main(Channel& ch, const EngineConfig& config, std::uint64_t src_size,
   auto reg = engine->reg_mr(src.data(), src.size());
   CHILD_REQUIRE_OK(reg.status());
   CHILD_REQUIRE(ch.send_string("ready"), ch.last_error());
+  CHILD_REQUIRE(ch.send_addr(engine->main_address()), ch.last_error());
   auto dst = ch.recv_desc(kWait);
   CHILD_REQUIRE(dst.has_value(), ch.last_error());
 
@@ -212,6 +213,9 @@ RemoteWriter::RemoteWriter(const EngineConfig& config, std::uint64_t src_size,
   if (!ch.expect("ready", kWait)) {
     return ::testing::AssertionFailure() << "writer did not start: " << ch.last_error();
   }
+  auto addr = ch.recv_addr(kWait);
+  if (!addr) return ::testing::AssertionFailure() << "no address from the writer: " << ch.last_error();
+  addr_ = *addr;
   if (!ch.send_desc(dst)) return ::testing::AssertionFailure() << ch.last_error();
   return ::testing::AssertionSuccess();
 }

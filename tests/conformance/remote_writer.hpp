@@ -72,6 +72,8 @@ class RemoteWriter {
 
   // Waits for the writer's engine, then hands it the destination.
   [[nodiscard]] ::testing::AssertionResult connect(const MrDesc& dst);
+  // The writer engine's address (after connect()).
+  [[nodiscard]] const NetAddr& addr() const { return addr_; }
 
   Outcome single_write(const SingleWriteSpec& spec);
   Outcome paged_write(const PagedWriteSpec& spec);
@@ -87,6 +89,7 @@ class RemoteWriter {
 
  private:
   ChildProcess child_;
+  NetAddr addr_;
 };
 
 }  // namespace fabric::conformance

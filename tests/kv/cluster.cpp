@@ -129,6 +129,7 @@ struct RankState {
 Result<std::unique_ptr<TransferEngine>> make_engine(const Scenario& s) {
   EngineConfig c;
   c.provider = s.provider;
+  if (s.provider == "verbs") c.backend = Backend::verbs;  // inside the rxe VM
   c.bind_address = "127.0.0.1";
   c.request_timeout = s.request_timeout;
   return TransferEngine::create(c);

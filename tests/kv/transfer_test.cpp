@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "cluster.hpp"
+#include "fabric/backends.hpp"
 
 namespace fabric::kv::test {
 namespace {
@@ -181,6 +182,9 @@ TEST(KvClusterTcp, DecoderKilledAndRestartedWithNewAddress) {
 class KvFence : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(KvFence, StoppedPrefillerCannotWriteIntoReclaimedPages) {
+  if (GetParam() == "verbs" && !backend_available(Backend::verbs)) {
+    GTEST_SKIP() << "no active ibverbs port here; runs inside the rxe VM (ctest -R verbs.rxe_vm)";
+  }
   Scenario s;
   s.provider = GetParam();
   s.layers = 6;
@@ -226,6 +230,8 @@ TEST_P(KvFence, StoppedPrefillerCannotWriteIntoReclaimedPages) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, KvFence, ::testing::Values("shm", "tcp"));
+// The verbs fence (RC queue pairs to the error state), run by tests/verbs/in-vm.sh.
+INSTANTIATE_TEST_SUITE_P(Verbs, KvFence, ::testing::Values("verbs"));
 
 }  // namespace
 }  // namespace fabric::kv::test

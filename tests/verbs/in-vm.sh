@@ -8,7 +8,9 @@ ibv_devinfo -l
 "$build_dir/tools/fabric-info" || true
 echo "== conformance suite on verbs + verbs-only tests"
 "$build_dir/tests/conformance/fabric_conformance_tests" \
-  --gtest_filter='*/verbs:*/verbs_k*:VerbsTest.*'
+  --gtest_filter='*/verbs:*/verbs_k*:VerbsTest.*:VerbsFenceTest.*'
+echo "== kv: a prefiller stopped mid-request is fenced (RC queue pairs to the error state)"
+"$build_dir/tests/kv/fabric_kv_cluster_tests" --gtest_filter='Verbs/KvFence.*'
 echo "== fabric-bench smoke on verbs (data verified; figures not judged)"
 # Soft-RoCE under TCG emulation on a busy 2-core machine has gone more than 5 s
 # (the default request_timeout) without completing any of 1,024 signalled 4 KiB
