@@ -9,6 +9,8 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <fcntl.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -45,6 +47,10 @@ struct Options {
   std::uint32_t repeat = 5;
   std::uint32_t reg_tensors = 1000;
   bool registration_only = false;
+  // Two netbed hosts instead of loopback: each role enters its network namespace and binds its
+  // NIC's address (docs/netbed.md). Empty: both on 127.0.0.1.
+  std::string prefill_netns, decode_netns;
+  std::string prefill_bind = "127.0.0.1", decode_bind = "127.0.0.1";
   std::string json = "kv-bench.json";
 };
 
@@ -86,10 +92,23 @@ KvLayout layout_of(const Options& o) {
   return vllm_hnd({o.layers, pages, o.tokens_per_page, o.kv_heads, {0, o.kv_heads}, o.head_size, 2});
 }
 
-std::unique_ptr<TransferEngine> engine_of(const Options& o) {
+// Moves this (still single-threaded) process into /run/netns/NAME, so every engine thread lives
+// there.
+void enter_netns(const std::string& name) {
+  if (name.empty()) return;
+  const std::string path = "/run/netns/" + name;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::setns(fd, CLONE_NEWNET) != 0) {
+    std::fprintf(stderr, "entering %s: %s\n", path.c_str(), std::strerror(errno));
+    std::exit(1);
+  }
+  ::close(fd);
+}
+
+std::unique_ptr<TransferEngine> engine_of(const Options& o, const std::string& bind) {
   EngineConfig c;
   c.provider = o.provider;
-  c.bind_address = "127.0.0.1";
+  c.bind_address = bind;
   auto e = TransferEngine::create(c);
   if (!e.ok()) {
     std::fprintf(stderr, "engine: %s\n", e.status().to_string().c_str());
@@ -109,7 +128,8 @@ std::int64_t ns(Clock::time_point t) {
 }
 
 int decoder(const Options& o, int fd) {
-  auto engine = engine_of(o);
+  enter_netns(o.decode_netns);
+  auto engine = engine_of(o, o.decode_bind);
   KvLayout l = layout_of(o);
   auto mem = alloc(l);
   ReceiverConfig cfg;
@@ -186,12 +206,19 @@ int main(int argc, char** argv) {
   app.add_option("--reg-tensors", o.reg_tensors, "tensors for the registration measurement");
   app.add_flag("--registration-only", o.registration_only,
                "measure only the registration of --reg-tensors tensors");
+  app.add_option("--prefill-netns", o.prefill_netns, "network namespace of the prefiller (netbed host)");
+  app.add_option("--decode-netns", o.decode_netns, "network namespace of the decoder (netbed host)");
+  app.add_option("--prefill-bind", o.prefill_bind, "the prefiller engine's bind address");
+  app.add_option("--decode-bind", o.decode_bind, "the decoder engine's bind address");
   app.add_option("--json", o.json);
   CLI11_PARSE(app, argc, argv);
-  ::setenv("FI_TCP_IFACE", "lo", 1);
-  ::setenv("FI_SOCKETS_IFACE", "lo", 1);
+  // On netbed hosts the engines bind their NIC (nic0); otherwise loopback only.
+  const char* iface = o.prefill_netns.empty() ? "lo" : "nic0";
+  ::setenv("FI_TCP_IFACE", iface, 1);
+  ::setenv("FI_SOCKETS_IFACE", iface, 1);
   if (o.registration_only) {
-    auto engine = engine_of(o);
+    enter_netns(o.prefill_netns);
+    auto engine = engine_of(o, o.prefill_bind);
     const RegistrationFigures f = measure_registration(*engine, o.provider, o.reg_tensors, kTensorBytes);
     nlohmann::json out;
     out["provider"] = o.provider;
@@ -211,7 +238,8 @@ int main(int argc, char** argv) {
   ::close(fds[1]);
   const int fd = fds[0];
 
-  auto engine = engine_of(o);
+  enter_netns(o.prefill_netns);
+  auto engine = engine_of(o, o.prefill_bind);
   KvLayout l = layout_of(o);
   auto mem = alloc(l);
   SenderConfig cfg;
@@ -310,6 +338,8 @@ int main(int argc, char** argv) {
   out["target_last_layer_to_ready_ms"] = link_ms + 1.0;
   put_registration(out, reg);
   out["receiver_connect_ms"] = static_cast<double>(connect_ns) / 1e6;
+  out["prefill_netns"] = o.prefill_netns;
+  out["decode_netns"] = o.decode_netns;
   std::ofstream(o.json) << out.dump(2) << "\n";
   std::printf("%s: %u layers x %llu pages of %llu B (%.1f MiB/request), compute %.2f ms/layer\n",
               o.provider.c_str(), o.layers, static_cast<unsigned long long>(pages_per_request / o.layers),
