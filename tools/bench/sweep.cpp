@@ -348,7 +348,7 @@ SweepResult run_sweep(const Options& opt) {
   std::vector<Child> children;
   const unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
   for (const std::string& server : opt.connect) {
-    children.push_back(Child{-1, connect_link(server)});
+    children.push_back(Child{std::nullopt, connect_link(server)});
   }
   const std::size_t forked = !opt.connect.empty() ? 0 : scatter ? 4 : 1;
   const std::size_t processes = opt.connect.empty() ? forked : children.size();
