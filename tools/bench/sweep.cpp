@@ -100,7 +100,8 @@ class Session {
     ScatterRound r;
     r.slice = 64u << 10;
     r.count = std::min<std::uint64_t>(iterations(r.slice * npeers), 5000);
-    Row row{"scatter", r.slice, npeers, r.count, {}, {}, s_.raw.has_value()};
+    Row row{"scatter", r.slice, npeers, r.count, {}, {}};
+    row.has_raw = s_.raw.has_value();  // none with --nics or --backend verbs
     std::vector<fabric::PostTiming> timings;
     Mean engine_mean, raw_mean;
     for (std::uint32_t rep = 0; rep < reps(); ++rep) {
@@ -138,6 +139,7 @@ class Session {
     if (opt_.breakdown) row.breakdown = summarize_breakdown(timings);
     row.engine_avg_gbps = engine_mean.gbps();
     row.raw_avg_gbps = raw_mean.gbps();
+    row.verified = true;  // every peer's checksum matched (a mismatch throws)
     return row;
   }
 
@@ -159,7 +161,8 @@ class Session {
       warm.count = std::max<std::uint64_t>(1, r.count / 8);
       r.count = count_for(opt_.duration_s, run(false, warm));
     }
-    Row row{op, size, paged ? r.pages : 1u, r.count, {}, {}, s_.raw.has_value()};
+    Row row{op, size, paged ? r.pages : 1u, r.count, {}, {}};
+    row.has_raw = s_.raw.has_value();  // none with --nics or --backend verbs
     Mean engine_mean, raw_mean;
     std::vector<fabric::PostTiming> timings;
     // Engine and raw alternate round by round, and the best round of each is
@@ -234,7 +237,9 @@ class Session {
 
   Row imm() {
     const std::uint64_t n = opt_.quick ? 200 : 5000;
-    Row row{"imm", 0, 1, n, {}, {}, s_.raw.has_value()};
+    Row row{"imm", 0, 1, n, {}, {}};
+    row.has_raw = s_.raw.has_value();  // none with --nics or --backend verbs
+    row.verified = true;  // every pong was counted (nothing else to check)
     (void)engine_imm_rtt(s_, peer_, link_, 50);
     row.engine = engine_imm_rtt(s_, peer_, link_, n);
     if (!s_.raw) return row;
