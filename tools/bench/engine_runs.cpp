@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -78,6 +79,9 @@ BidirFigures engine_bidir_writes(Side& s, const Peer& peer, Link& link, const Wr
   single.imm = kDataImm;
   single.src = {s.eng_buf.handle, 0};
   single.dst = {peer.eng_buf, 0};
+  // Cleared first, so a round whose writes did not land cannot pass on the
+  // bytes of the one before.
+  std::memset(s.buf.data + back_at, 0, r.size);
   // The target fills its source, then says ready and starts writing; ours
   // start as soon as we read that, so the two directions overlap.
   link.send(fmt::format("eng_bidir {} {} {} {}", r.count, r.size, r.window, back_at));
