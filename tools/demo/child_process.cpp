@@ -32,7 +32,9 @@ ChildProcess ChildProcess::spawn(const std::vector<std::string>& args) {
   argv.insert(argv.end(), args.begin(), args.end());
   fabric::proc::ChildProcess process = fabric::proc::spawn_child(
       [argv](fabric::proc::Channel& channel) mutable {
-        // The child's end must survive exec (the parent's is CLOEXEC).
+        // Allocating after fork is safe here: spawn() runs before the writer
+        // has any thread (spawn_child warns otherwise). The child's end of the
+        // channel must survive exec (the parent's stays CLOEXEC).
         const int fd = channel.native_handle();
         if (::fcntl(fd, F_SETFD, 0) != 0) return 126;
         argv.emplace_back("--bootstrap-fd");
