@@ -176,6 +176,10 @@ class TransferEngine {
   // the provider cannot stop a peer's writes (shm writes by CMA from the peer's process).
   Status fence_peer(const NetAddr& peer);
 
+  // Requests accepted and not yet reported to their callback (at most
+  // max_outstanding_requests). A snapshot: other threads may change it at once.
+  [[nodiscard]] std::uint32_t outstanding_requests() const noexcept;
+
   // The records of requests fully posted since the last call (empty unless
   // config().record_post_timings), oldest first.
   std::vector<PostTiming> take_post_timings();

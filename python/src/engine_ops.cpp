@@ -89,8 +89,8 @@ std::unique_ptr<PyEngine> make_engine(
   return std::make_unique<PyEngine>(c);
 }
 
-py::tuple reg_mr(PyEngine& self, py::handle obj, std::optional<std::int64_t> length,
-                 py::handle device, py::object owner, bool remote_read) {
+py::tuple reg_mr(PyEngine& self, MemoryArg obj, std::optional<std::int64_t> length,
+                 DeviceArg device, py::object owner, bool remote_read) {
   MemoryTarget t = resolve_memory(obj, length, device, std::move(owner));
   const Access access =
       remote_read ? (Access::remote_write | Access::remote_read) : Access::remote_write;
@@ -107,7 +107,7 @@ void dereg_mr(PyEngine& self, const PyMrHandle& handle) {
   self.unpin(h.registration().get());
 }
 
-std::shared_ptr<Transfer> send(PyEngine& self, const NetAddr& to, py::handle data,
+std::shared_ptr<Transfer> send(PyEngine& self, const NetAddr& to, BufferArg data,
                                const py::object& callback) {
   BytesView view(data, "data");
   const auto bytes = view.bytes();
@@ -157,7 +157,7 @@ std::shared_ptr<Transfer> single_write(PyEngine& self, const PyMrHandle& src, co
 
 std::shared_ptr<Transfer> paged_writes(
     PyEngine& self, const PyMrHandle& src, const MrDesc& dst, std::int64_t page_length,
-    py::handle src_indices, py::handle dst_indices, std::optional<std::int64_t> src_stride,
+    IndicesArg src_indices, IndicesArg dst_indices, std::optional<std::int64_t> src_stride,
     std::optional<std::int64_t> dst_stride, std::int64_t src_offset, std::int64_t dst_offset,
     std::optional<std::int64_t> imm, const py::object& callback) {
   PagedWrite w;
@@ -193,9 +193,9 @@ PeerGroupHandle add_peer_group(PyEngine& self, const std::vector<NetAddr>& peers
   return take(self.call_released([&](TransferEngine& e) { return e.add_peer_group(peers); }));
 }
 
-std::shared_ptr<Transfer> scatter(PyEngine& self, const PyMrHandle& src, py::handle slices,
+std::shared_ptr<Transfer> scatter(PyEngine& self, const PyMrHandle& src, SlicesArg slices,
                                   std::optional<PeerGroupHandle> group,
-                                  std::optional<std::int64_t> imm, py::handle routing,
+                                  std::optional<std::int64_t> imm, RoutingArg routing,
                                   const py::object& callback) {
   Scatter s;
   s.group = group;

@@ -4,6 +4,8 @@
 
 #include <pybind11/pybind11.h>
 
+#include "arg_types.hpp"
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -24,11 +26,11 @@ std::unique_ptr<PyEngine> make_engine(
     std::int64_t idle_yield_us, std::int64_t idle_sleep_us, const std::string& backend,
     const std::string& verbs_device);
 
-pybind11::tuple reg_mr(PyEngine& self, pybind11::handle obj, std::optional<std::int64_t> length,
-                       pybind11::handle device, pybind11::object owner, bool remote_read);
+pybind11::tuple reg_mr(PyEngine& self, MemoryArg obj, std::optional<std::int64_t> length,
+                       DeviceArg device, pybind11::object owner, bool remote_read);
 void dereg_mr(PyEngine& self, const PyMrHandle& handle);
 
-std::shared_ptr<Transfer> send(PyEngine& self, const NetAddr& to, pybind11::handle data,
+std::shared_ptr<Transfer> send(PyEngine& self, const NetAddr& to, BufferArg data,
                                const pybind11::object& callback);
 void submit_recvs(PyEngine& self, std::int64_t length, std::int64_t count,
                   const pybind11::object& callback);
@@ -39,8 +41,8 @@ std::shared_ptr<Transfer> single_write(PyEngine& self, const PyMrHandle& src, co
                                        std::int64_t num_shards, std::optional<std::int64_t> domain,
                                        const pybind11::object& callback);
 std::shared_ptr<Transfer> paged_writes(PyEngine& self, const PyMrHandle& src, const MrDesc& dst,
-                                       std::int64_t page_length, pybind11::handle src_indices,
-                                       pybind11::handle dst_indices,
+                                       std::int64_t page_length, IndicesArg src_indices,
+                                       IndicesArg dst_indices,
                                        std::optional<std::int64_t> src_stride,
                                        std::optional<std::int64_t> dst_stride,
                                        std::int64_t src_offset, std::int64_t dst_offset,
@@ -50,9 +52,9 @@ std::shared_ptr<Transfer> imm(PyEngine& self, std::int64_t value, const MrDesc& 
                               const pybind11::object& callback);
 
 PeerGroupHandle add_peer_group(PyEngine& self, const std::vector<NetAddr>& peers);
-std::shared_ptr<Transfer> scatter(PyEngine& self, const PyMrHandle& src, pybind11::handle slices,
+std::shared_ptr<Transfer> scatter(PyEngine& self, const PyMrHandle& src, SlicesArg slices,
                                   std::optional<PeerGroupHandle> group,
-                                  std::optional<std::int64_t> imm, pybind11::handle routing,
+                                  std::optional<std::int64_t> imm, RoutingArg routing,
                                   const pybind11::object& callback);
 std::shared_ptr<Transfer> barrier(PyEngine& self, std::int64_t value,
                                   const std::vector<MrDesc>& dsts,

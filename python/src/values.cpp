@@ -3,6 +3,8 @@
 
 #include "values.hpp"
 
+#include "arg_types.hpp"
+
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -23,7 +25,7 @@ py::bytes to_bytes(const std::vector<std::byte>& encoded) {
 }
 
 template <typename T>
-T decode_bytes(py::handle data) {
+T decode_bytes(BufferArg data) {
   BytesView view(data, "data");
   return take(T::decode(view.bytes()));
 }

@@ -172,3 +172,59 @@ def test_mypy_stubtest_agrees() -> None:
         if line.startswith("error:") and not any(n in line for n in noise)
     ]
     assert not errors, result.stdout
+
+
+def _pybind_signature_lines(doc: str | None) -> list[str]:
+    # The signature pybind11 writes as a docstring's first line ("(self: T) -> R"
+    # for a property), or, for an overloaded callable, each "N. name(...) -> R" line.
+    lines = (doc or "").splitlines()
+    sigs = [l for l in lines if re.match(r"^\s*(\d+\.\s+)?([A-Za-z_]\w*)?\(.*\)( -> .*)?$", l)]
+    return sigs[:1] if sigs and not re.match(r"^\s*\d+\.", sigs[0]) else sigs
+
+
+def _public_callables() -> list[tuple[str, Any]]:
+    import fabric_lib
+
+    modules = [fabric_lib, _native]
+    try:
+        from fabric_lib import _kv
+
+        modules.append(_kv)
+    except ImportError:
+        pass
+    seen: set[int] = set()
+    out: list[tuple[str, Any]] = []
+
+    def add(where: str, obj: Any) -> None:
+        if id(obj) not in seen:
+            seen.add(id(obj))
+            out.append((where, obj))
+
+    for mod in modules:
+        for name in dir(mod):
+            if not _public(name):
+                continue
+            obj = getattr(mod, name)
+            if inspect.isclass(obj) and obj.__module__.startswith("fabric_lib"):
+                for member, attr in vars(obj).items():
+                    if _public(member) or member == "__init__":
+                        fn = attr.fget if isinstance(attr, property) else attr
+                        if callable(fn) or isinstance(attr, property):
+                            add(f"{mod.__name__}.{name}.{member}", fn)
+            elif callable(obj) and getattr(obj, "__module__", "").startswith("fabric_lib"):
+                add(f"{mod.__name__}.{name}", obj)
+    return out
+
+
+def test_no_signature_says_handle() -> None:
+    """Every argument and result type in the binding's signatures is a real type (as in
+    _native.pyi), never pybind11's placeholder `handle`."""
+    typed_as_handle = re.compile(r"(?:->|[:|\[])\s*handle\b")
+    checked, offenders = 0, []
+    for where, fn in _public_callables():
+        for line in _pybind_signature_lines(getattr(fn, "__doc__", None)):
+            checked += 1
+            if typed_as_handle.search(line):
+                offenders.append(f"{where}: {line.strip()}")
+    assert checked > 50, f"only {checked} signatures found: the scan is broken"
+    assert not offenders, "\n".join(offenders)

@@ -77,9 +77,14 @@ struct Op {
 
   [[nodiscard]] bool failed() const noexcept { return !error.ok(); }
   [[nodiscard]] bool fully_posted() const noexcept { return posted == total; }
-  [[nodiscard]] bool finished() const noexcept {
-    return done == posted && (fully_posted() || failed());
+  // A scatter or barrier posts its other peers' WRITEs past a refused one (Worker::post_some).
+  [[nodiscard]] bool posts_past_failure() const noexcept {
+    return std::holds_alternative<ScatterPlan>(plan) || std::holds_alternative<BarrierPlan>(plan);
   }
+  [[nodiscard]] bool posting_over() const noexcept {
+    return fully_posted() || (failed() && !posts_past_failure());
+  }
+  [[nodiscard]] bool finished() const noexcept { return done == posted && posting_over(); }
 };
 
 }  // namespace fabric::engine

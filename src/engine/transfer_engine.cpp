@@ -11,6 +11,7 @@
 #include "domain/open_domains.hpp"
 #include "engine/callback_thread.hpp"
 #include "engine/validate.hpp"
+#include "engine/abandoned.hpp"
 #include "engine/worker.hpp"
 #include "watcher/watcher_thread.hpp"
 #include "fabric/engine.hpp"
@@ -175,7 +176,7 @@ Result<std::vector<DomainNic>> resolve_domain_nics(const EngineConfig& config) {
 }
 
 void TransferEngine::stop() {
-  if (impl_->callbacks->on_this_thread()) {
+  if (impl_->callbacks && impl_->callbacks->on_this_thread()) {
     // Joining the callback thread from itself would deadlock.
     log::error("stop() called from an engine callback; ignored (call it from another thread)");
     return;
@@ -190,7 +191,12 @@ void TransferEngine::stop() {
     std::lock_guard watcher_lock(impl_->watcher_mutex);
     if (impl_->watcher) impl_->watcher->stop();
   }
-  impl_->worker->stop();
+  if (!impl_->worker->stop()) {
+    // The worker thread still runs (stuck in the provider) and uses both: leak them rather
+    // than free what it may touch once the provider lets it go.
+    engine::abandon(std::move(impl_->worker), std::move(impl_->callbacks));
+    return;
+  }
   // Callbacks may still reference receive buffers: finish them before the
   // worker (and its buffers) go away.
   impl_->callbacks->stop();
@@ -396,7 +402,12 @@ Status TransferEngine::expect_imm_count(std::uint32_t imm, std::uint64_t count,
   return Status::success();
 }
 
+std::uint32_t TransferEngine::outstanding_requests() const noexcept {
+  return impl_->worker ? impl_->worker->outstanding() : 0;
+}
+
 std::vector<PostTiming> TransferEngine::take_post_timings() {
+  if (!impl_->worker) return {};  // stopped
   return impl_->worker->take_post_timings();
 }
 

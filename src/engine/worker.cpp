@@ -35,7 +35,7 @@ Worker::Worker(std::vector<std::unique_ptr<domain::Domain>> domains, const Engin
         });
       }) {}
 
-Worker::~Worker() { stop(); }
+Worker::~Worker() { (void)stop(); }
 
 Status Worker::prepare() {
   scratch_ = std::make_unique<std::byte[]>(kScratchBytes);
@@ -63,6 +63,7 @@ void Worker::start(CpuSet cpus) {
       }
     }
     run();
+    thread_ended_.set_value();
   });
 }
 
@@ -91,20 +92,35 @@ void Worker::wake() {
   }
 }
 
-void Worker::stop() {
-  if (stopped_) return;
+bool Worker::wait_thread_ended(std::chrono::milliseconds timeout) const {
+  return ended_.wait_for(timeout) == std::future_status::ready;
+}
+
+bool Worker::stop() {
+  if (stopped_) return joined_;
   stopped_ = true;
   stop_requested_.store(true, std::memory_order_seq_cst);
-  if (thread_.joinable()) {
-    {
-      // Unconditionally: the worker may be about to sleep.
-      std::lock_guard lock(sleep_mutex_);
-      sleep_cv_.notify_one();
-    }
-    thread_.join();
-  } else {
+  if (!thread_.joinable()) {
     shutdown_sequence();
+    return true;
   }
+  {
+    // Unconditionally: the worker may be about to sleep.
+    std::lock_guard lock(sleep_mutex_);
+    sleep_cv_.notify_one();
+  }
+  // A provider call that never returns (a peer holding a lock in our shm region) must not hang
+  // stop() for good: past the drain bound, the thread is left to itself.
+  if (!wait_thread_ended(config_.drain_timeout + kStuckGrace)) {
+    log::error("stop(): the worker thread is stuck inside the provider for more than {} ms; "
+               "leaving it (and its Domains) behind",
+               (config_.drain_timeout + kStuckGrace).count());
+    thread_.detach();
+    joined_ = false;
+    return false;
+  }
+  thread_.join();
+  return true;
 }
 
 // ---------------------------------------------------------------- main loop
@@ -187,17 +203,12 @@ bool Worker::progress_pending() {
   }
   while (!pending_.empty()) {
     Op* op = pending_.front();
-    if (op->failed()) {
-      pending_.pop_front();
-      op->in_pending = false;
-      if (op->finished()) finish(op);
-      busy = true;
-      continue;
-    }
-    if (!post_some(op, kUnlimited)) break;
+    if (!op->posting_over() && !post_some(op, kUnlimited)) break;
     busy = true;
     pending_.pop_front();
     op->in_pending = false;
+    // Its completions may all be in (or none owed, if refused): then nothing else finishes it.
+    if (op->finished()) finish(op);
   }
   return busy;
 }
@@ -276,16 +287,14 @@ void Worker::start_op(Op* op) {
   }
 
   // Older requests keep their place: a newcomer posts one WRITE, then queues.
-  const bool blocked = !post_some(op, pending_.empty() ? kUnlimited : kFirstPost);
-  if (op->failed() && op->finished()) {
+  (void)post_some(op, pending_.empty() ? kUnlimited : kFirstPost);
+  if (op->finished()) {  // refused outright: nothing is owed by the provider
     finish(op);
     return;
   }
-  if (blocked || !op->fully_posted()) {
-    if (!op->failed()) {
-      op->in_pending = true;
-      pending_.push_back(op);
-    }
+  if (!op->posting_over()) {
+    op->in_pending = true;
+    pending_.push_back(op);
   }
 }
 
@@ -348,13 +357,23 @@ Status Worker::fence_peer(const NetAddr& peer) {
 }
 
 bool Worker::post_some(Op* op, std::uint32_t max_wrs) {
+  // A scatter or barrier reaches several peers, each counting its own immediates: one gone peer
+  // must not starve the others, so their slices are still posted and the request fails at the
+  // end. A single-peer request stops at its first refused WRITE.
+  const bool multi_peer = op->posts_past_failure();
   std::uint32_t n = 0;
-  while (!op->fully_posted() && !op->failed() && n < max_wrs) {
+  while (!op->posting_over() && n < max_wrs) {
     Status st = post_one(op);
     if (st.code() == Errc::again) return false;
     if (!st.ok()) {
-      op->error = std::move(st);
-      return true;
+      if (!multi_peer) {
+        op->error = std::move(st);
+        return true;
+      }
+      if (op->error.ok()) op->error = std::move(st);
+      // Refused: counted as posted and done, there is no completion to wait for.
+      ++op->posted;
+      ++op->done;
     }
     ++n;
   }

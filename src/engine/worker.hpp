@@ -53,12 +53,21 @@ class Worker {
   // Reserves room for one more outstanding request; false is back-pressure.
   [[nodiscard]] bool admit() noexcept;
   void submit(std::unique_ptr<Op> op);
+  [[nodiscard]] std::uint32_t outstanding() const noexcept {
+    return outstanding_.load(std::memory_order_acquire);
+  }
   void post_task(Task task);
   // Runs fn on the worker and waits for its result, at most `timeout`.
   template <typename T>
   Result<T> call(std::function<Result<T>()> fn, std::chrono::milliseconds timeout);
   // Drains (bounded by drain_timeout), fails what is left, joins. Idempotent.
-  void stop();
+  // false when the worker thread did not end within drain_timeout + kStuckGrace: it is stuck
+  // inside a provider call (docs/reliability.md#shm-locks) and was detached, so the Worker and
+  // everything it references must be leaked, never destroyed.
+  [[nodiscard]] bool stop();
+  static constexpr std::chrono::seconds kStuckGrace{5};
+  // Whether the worker thread has returned, waiting at most `timeout`.
+  [[nodiscard]] bool wait_thread_ended(std::chrono::milliseconds timeout) const;
 
   // --- worker thread only (through post_task/call) ---
   Result<Registered> register_memory(void* ptr, std::size_t length, Device device, Access access,
@@ -114,7 +123,10 @@ class Worker {
   std::mutex sleep_mutex_;
   std::condition_variable sleep_cv_;
   std::thread thread_;
+  std::promise<void> thread_ended_;
+  std::shared_future<void> ended_ = thread_ended_.get_future().share();
   bool stopped_ = false;
+  bool joined_ = true;
 
   // Worker-thread state.
   std::unordered_set<Op*> live_;

@@ -1,5 +1,7 @@
 #include "libfabric/fi_provider.hpp"
 
+#include "libfabric/fi_hints.hpp"
+
 #include "common/log.hpp"
 
 #include <fmt/format.h>
@@ -24,35 +26,6 @@ namespace fabric::ofi {
 namespace {
 
 constexpr auto kApiVersion = FI_VERSION(1, 17);
-
-char* dup(std::string_view s) {
-  auto* p = static_cast<char*>(std::malloc(s.size() + 1));
-  std::memcpy(p, s.data(), s.size());
-  p[s.size()] = '\0';
-  return p;
-}
-
-InfoPtr make_hints(const std::string& prov, bool delivery_complete, bool hmem) {
-  InfoPtr hints(fi_allocinfo());
-  hints->caps = FI_MSG | FI_RMA | FI_SEND | FI_RECV | FI_WRITE | FI_REMOTE_WRITE;
-  if (hmem) hints->caps |= FI_HMEM;
-  // The engine gives every operation its own context, so providers that need
-  // FI_CONTEXT/FI_CONTEXT2 are welcome.
-  hints->mode = FI_CONTEXT | FI_CONTEXT2;
-  hints->ep_attr->type = FI_EP_RDM;
-  hints->domain_attr->mr_mode =
-      FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
-  // Device buffers are always registered and passed with their descriptor.
-  if (hmem) hints->domain_attr->mr_mode |= FI_MR_HMEM;
-  hints->domain_attr->threading = FI_THREAD_DOMAIN;
-  // Nothing here relies on ordering; unordered providers (EFA SRD) stay eligible.
-  hints->tx_attr->msg_order = 0;
-
-  hints->rx_attr->msg_order = 0;
-  if (delivery_complete) hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
-  if (!prov.empty()) hints->fabric_attr->prov_name = dup(prov);
-  return hints;
-}
 
 // Debian's libfabric links the psm provider, whose libinfinipath installs
 // SIGINT/SIGTERM/SIGSEGV/... handlers at load time that exit(1): crashes and
@@ -98,7 +71,7 @@ Result<const fi_info*> pick_domain(const fi_info* list, const std::string& domai
 
 Result<InfoPtr> getinfo(const std::string& prov, const char* node, bool delivery_complete,
                         bool hmem = false, const std::string& domain_name = {}) {
-  InfoPtr hints = make_hints(prov, delivery_complete, hmem);
+  InfoPtr hints = engine_hints(prov, delivery_complete, hmem);
   fi_info* found = nullptr;
   const std::uint64_t flags = node != nullptr ? FI_SOURCE : 0;
   // Before the first call, so that providers chaining to the previous
@@ -130,7 +103,7 @@ Result<InfoPtr> getinfo(const std::string& prov, const char* node, bool delivery
 // The distinct providers on this host that offer what the engine needs, in
 // libfabric's order ("shm, tcp;ofi_rxm, ..."), for error messages.
 std::string usable_providers() {
-  InfoPtr hints = make_hints("", false, false);
+  InfoPtr hints = engine_hints("", false, false);
   fi_info* found = nullptr;
   if (fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints.get(), &found) != 0) return "none";
   InfoPtr all(found);

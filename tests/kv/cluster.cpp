@@ -126,12 +126,19 @@ struct RankState {
   }
 };
 
-Result<std::unique_ptr<TransferEngine>> make_engine(const Scenario& s) {
+Result<std::unique_ptr<TransferEngine>> make_engine(const Scenario& s, bool stalls = false) {
   EngineConfig c;
   c.provider = s.provider;
   if (s.provider == "verbs") c.backend = Backend::verbs;  // inside the rxe VM
   c.bind_address = "127.0.0.1";
   c.request_timeout = s.request_timeout;
+  if (stalls && s.provider == "shm") {
+    // Poll its own region (under that region's lock) rarely while idle, so that a SIGSTOP
+    // almost never lands inside the poll and stalls the peers that write to it.
+    c.idle_spin = std::chrono::microseconds(0);
+    c.idle_yield = std::chrono::microseconds(0);
+    c.idle_sleep = std::chrono::milliseconds(20);
+  }
   return TransferEngine::create(c);
 }
 
@@ -183,7 +190,7 @@ void tally(RankResult& r, const std::string& id, const RequestStatus& s) {
 int prefill_rank(Channel& ch, const Scenario& s, std::uint32_t g, std::uint32_t rank,
                  int global_index) {
   RankState st;
-  auto engine = make_engine(s);
+  auto engine = make_engine(s, global_index == s.stall_rank);
   CHILD_REQUIRE_OK(engine.status());
   st.engine = std::move(*engine);
   st.layout = layout_of(s, g, rank);
@@ -248,6 +255,14 @@ int prefill_rank(Channel& ch, const Scenario& s, std::uint32_t g, std::uint32_t 
   // Layer by layer over all jobs, as a batched prefill computes them.
   for (std::uint32_t l = 0; l < st.layout.num_layers; ++l) {
     if (global_index == s.stall_rank && l == s.stall_after_layers) {
+      if (s.provider == "shm") {
+        // libfabric 1.17's shm guards each endpoint's region with a process-shared spinlock:
+        // a process stopped or killed inside a WRITE into the decoder's region keeps the
+        // decoder's lock, and the decoder's progress spins until it resumes (for good once it
+        // is killed; docs/reliability.md#shm-locks). So the stall begins with nothing posted.
+        const bool idle = wait_for(st, kStep, [&] { return st.engine->outstanding_requests() == 0; });
+        CHILD_REQUIRE(idle, "the stalled prefiller's writes did not complete");
+      }
       CHILD_REQUIRE(ch.send_string("stalled"), ch.last_error());
       CHILD_REQUIRE(ch.expect("resume", 300s), ch.last_error());
     }

@@ -115,14 +115,6 @@ TEST_P(KvCluster, AbortStormLeaksNoPage) {
 // Prefill rank 0 stops after its first layer and is killed; the decoder fails every request
 // with it within 2 heartbeats + request_timeout (+ the quarantine where it cannot fence).
 TEST_P(KvCluster, PrefillerKilledMidRequest) {
-  if (std::string(GetParam()) == "shm") {
-    // Since dereg_mr waits for every accepted request (issue #13), revoking a
-    // region whose WRITEs shm 1.17 wedged after the kill waits control_timeout
-    // each time: detection took 57 s against its 8.5 s bound in the integrated
-    // run. Open (docs/kv.md); tcp keeps the test.
-    GTEST_SKIP() << "shm: revoking after a killed prefiller waits control_timeout per region "
-                    "(dereg waits for wedged writes); open, see docs/kv.md";
-  }
   Scenario s;
   s.provider = GetParam();
   s.groups = {{true, 1, Kind::hnd, 16}, {false, 1, Kind::nhd, 32}};

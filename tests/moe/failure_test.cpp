@@ -55,18 +55,10 @@ void expect_survivors_name_the_victim(const Scenario& sc) {
     ASSERT_TRUE(out.exit.ok()) << out.exit.to_string() << ": " << out.report;
     const auto named = out.report.find(" named=");
     ASSERT_NE(named, std::string::npos) << out.report;
-    // Known defect (docs/moe.md, "Failure"): since shm fails a WRITE to a gone
-    // peer at once, a survivor's scatter stops at the dead rank's slice, so the
-    // peers after it in that scatter miss its data too and may blame that
-    // survivor instead of the dead rank. Every survivor still fails in bounded
-    // time and rebuilds (checked below); who is named is reported, not asserted,
-    // until the engine posts a scatter's other slices past a failed one.
+    // Exactly the dead rank: a survivor's scatter still reaches the peers after a refused slice
+    // (the engine posts past it), so no survivor is starved into blaming another survivor.
     const std::string who = out.report.substr(named + 7, out.report.find(' ', named + 7) - named - 7);
-    EXPECT_FALSE(who.empty()) << out.report;
-    if (who != std::to_string(sc.victim)) {
-      std::printf("[ moe ] survivor %u named rank(s) %s, not the dead rank %d (known defect)\n", r,
-                  who.c_str(), sc.victim);
-    }
+    EXPECT_EQ(who, std::to_string(sc.victim)) << out.report;
     // Within the timeout of the wait that noticed it (plus scheduling slack on 2 cores).
     const auto ms = report_value(out.report, "detect_ms");
     EXPECT_GE(ms, 0) << out.report;

@@ -84,6 +84,19 @@ TEST(ChildProcessTest, WaitExitKillsOnTimeout) {
   EXPECT_EQ(::kill(child.pid(), 0), -1) << "child still exists after wait_exit timed out";
 }
 
+TEST(ChildProcessTest, ExitedDoesNotWaitAndReapsOnceGone) {
+  auto child = spawn_child([](Channel& ch) -> int { return ch.expect("quit", 5s) ? 5 : 1; }, 10s);
+  EXPECT_FALSE(child.exited().has_value()) << "a child blocked on its channel has not exited";
+  ASSERT_TRUE(child.channel().send_string("quit"));
+  // The channel closes when the child exits: its EOF says it is gone, no sleep.
+  EXPECT_FALSE(child.channel().recv_bytes(5s).has_value());
+  const auto exit = child.wait_exit(5s);
+  EXPECT_EQ(exit.code, 5) << exit.to_string();
+  const auto again = child.exited();
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->code, 5);
+}
+
 TEST(ChannelTest, RecvTimesOutAndDetectsAClosedPeer) {
   auto child = spawn_child([](Channel& ch) -> int { return ch.expect("quit", 5s) ? 0 : 1; }, 10s);
   auto& ch = child.channel();

@@ -1,6 +1,8 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstring>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -57,13 +59,52 @@ Figures engine_writes(Side& s, const Peer& peer, Link& link, const WriteRound& r
 
   const std::uint64_t start = now_ns();
   std::vector<std::uint64_t> lat =
-      run_window(r.count, r.window, "engine write", [&](const auto& flag) {
+      run_windows(r.count, r.window, r.threads, "engine write", [&](const auto& flag) {
         return r.pages == 0 ? s.engine->submit_single_write(single, flag)
                             : s.engine->submit_paged_writes(paged, flag);
       });
   link.expect("done", 120s);
   const std::uint64_t elapsed = now_ns() - start;
   return summarize(lat, r.count * r.size * imms_per_op, elapsed);
+}
+
+BidirFigures engine_bidir_writes(Side& s, const Peer& peer, Link& link, const WriteRound& r) {
+  const std::uint64_t back_at = bidir_offset(s.buf.size);
+  if (r.size > back_at) {
+    throw std::runtime_error(fmt::format("--bidir: {} B does not fit half of the {} B buffer",
+                                         r.size, s.buf.size));
+  }
+  fabric::SingleWrite single;
+  single.length = r.size;
+  single.imm = kDataImm;
+  single.src = {s.eng_buf.handle, 0};
+  single.dst = {peer.eng_buf, 0};
+  // Cleared first, so a round whose writes did not land cannot pass on the
+  // bytes of the one before.
+  std::memset(s.buf.data + back_at, 0, r.size);
+  // The target fills its source, then says ready and starts writing; ours
+  // start as soon as we read that, so the two directions overlap.
+  link.send(fmt::format("eng_bidir {} {} {} {}", r.count, r.size, r.window, back_at));
+  link.expect("ready", 30s);
+  const std::uint64_t start = now_ns();
+  std::vector<std::uint64_t> lat =
+      run_windows(r.count, r.window, r.threads, "engine write (bidir)", [&](const auto& flag) {
+        return s.engine->submit_single_write(single, flag);
+      });
+  const std::uint64_t out_ns = now_ns() - start;
+  must(spin_consume(*s.data_counter, r.count, 120s), "the target's writes");
+  std::istringstream done(link.expect("done", 120s));
+  std::string word, sum;
+  std::uint64_t in_ns = 0;
+  done >> word >> in_ns >> sum;
+  BidirFigures f;
+  f.out = summarize(lat, r.count * r.size, out_ns);
+  std::vector<std::uint64_t> none;
+  f.in = summarize(none, r.count * r.size, in_ns);
+  f.in.ops = r.count;
+  f.in.ops_per_s = in_ns > 0 ? static_cast<double>(r.count) / (static_cast<double>(in_ns) / 1e9) : 0;
+  f.verified = sum == fmt::format("{:x}", checksum(s.buf.data + back_at, r.size));
+  return f;
 }
 
 Figures engine_sends(Side& s, const Peer& peer, Link& link, const WriteRound& r,

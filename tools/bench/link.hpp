@@ -1,38 +1,35 @@
 #pragma once
-// The out-of-band channel between the bench and the target processes it
-// forks: line-based messages over a pair of pipes, every read bounded.
-
-#include <sys/types.h>
+// The out-of-band channel between the bench and its targets: text lines as
+// frames of the shared control channel (src/proc), over a socketpair to a
+// forked target or a TCP connection to a server; every read bounded.
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
+
+#include "fabric_proc/child_process.hpp"
 
 namespace bench {
 
 class Link {
  public:
   Link() = default;
-  Link(int in_fd, int out_fd) : in_(in_fd), out_(out_fd) {}
-  Link(Link&& o) noexcept;
-  Link& operator=(Link&& o) noexcept;
-  ~Link();
+  explicit Link(fabric::proc::Channel channel) : channel_(std::move(channel)) {}
 
   void send(const std::string& line);
   // Throws when the peer closes its end or stays silent past `timeout`.
   std::string recv(std::chrono::milliseconds timeout);
-  // recv(), and throws unless the reply starts with `word`.
+  // recv(), and throws unless the reply starts with `word`; a target's
+  // "fail REASON" throws REASON.
   std::string expect(const std::string& word, std::chrono::milliseconds timeout);
 
  private:
-  void close_fds() noexcept;
-  int in_ = -1;
-  int out_ = -1;
-  std::string buffered_;
+  fabric::proc::Channel channel_;
 };
 
 struct Child {
-  pid_t pid = -1;
+  std::optional<fabric::proc::ChildProcess> process;  // none: a server elsewhere
   Link link;
 };
 

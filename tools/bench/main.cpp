@@ -39,6 +39,21 @@ int main(int argc, char** argv) {
                  "all (8 B to 64 MiB)");
   app.add_option("--iters", opt.iters, "requests per measured round (default: ~1 GiB a round)")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 24));
+  app.add_option("--duration", opt.duration_s,
+                 "seconds per measured round of single_write and paged_write, instead of "
+                 "--iters: the request count comes from the warm-up round's rate")
+      ->check(CLI::Range(0.01, 600.0))
+      ->excludes("--iters");
+  app.add_flag("--bidir", opt.bidir,
+               "each single_write size also runs bidirectionally: the target writes the same "
+               "size back at the same time; rows single_write_bidir report each direction "
+               "(timed by its sender, first submit to last completion) and their sum; engine "
+               "only, its counterpart is the unidirectional raw row (servers: pass it too for "
+               "sizes above 32 MiB)");
+  app.add_option("--threads", opt.threads,
+                 "threads submitting to the one engine in single_write and paged_write rounds, "
+                 "each keeping its own --window outstanding (raw loop: always one thread)")
+      ->check(CLI::Range(1u, 64u));
   app.add_option("--window", opt.window, "outstanding writes (paged: window/16 batches)")
       ->check(CLI::Range(1u, 4096u));
   app.add_option("--pages", opt.pages, "pages per paged batch")->check(CLI::Range(1024u, 16384u));

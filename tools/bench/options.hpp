@@ -29,6 +29,16 @@ struct Options {
   bool breakdown = false;
   std::string sizes;        // --sizes (sizes.hpp); empty: 4 KiB .. 64 MiB by 4x
   std::uint64_t iters = 0;  // requests per measured round; 0: sized to ~1 GiB per round
+  // --duration: seconds per measured round of single_write and paged_write;
+  // the round's request count comes from the warm-up's rate (replaces iters).
+  double duration_s = 0;
+  // --bidir: each single_write size also runs with the target writing the
+  // same size back at once (engine only; see sweep.cpp).
+  bool bidir = false;
+  // --threads: this many threads submit single_write/paged_write requests to
+  // the one engine, each keeping its own `window` outstanding (engine rounds
+  // only; the raw loop stays one thread on one endpoint).
+  std::uint32_t threads = 1;
   std::uint32_t reps = 0;  // measured rounds per size and mode, best kept; 0: 3 (1 with --quick)
   // The bench's main thread on CPU 0, target i's on CPU (1 + i) mod N, after
   // the engines started (their worker and callback threads stay unpinned).

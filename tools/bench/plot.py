@@ -36,14 +36,22 @@ def main():
         x_of = (lambda r: r.get("peers", r["count"])) if op == "scatter" else (lambda r: r["size"])
         pts = sorted((r for r in rows if r["op"] == op), key=x_of)
         xs = [x_of(r) for r in pts]
-        ax.plot(xs, [r["engine_gbps"] for r in pts], "o-", label="engine")
+        ax.plot(xs, [r["engine_gbps"] for r in pts], "o-", label="engine, peak")
+        if all(r.get("engine_avg_gbps") is not None for r in pts):
+            ax.plot(xs, [r["engine_avg_gbps"] for r in pts], ":", color="C0", label="engine, avg")
+        if op == "single_write_bidir":
+            ax.plot(xs, [r["out_gbps"] for r in pts], "^-", label="initiator → target")
+            ax.plot(xs, [r["in_gbps"] for r in pts], "v-", label="target → initiator")
         if all(r.get("raw_gbps") is not None for r in pts):
-            ax.plot(xs, [r["raw_gbps"] for r in pts], "s--", label="raw libfabric")
+            ax.plot(xs, [r["raw_gbps"] for r in pts], "s--", color="C1", label="raw libfabric, peak")
+            if all(r.get("raw_avg_gbps") is not None for r in pts):
+                ax.plot(xs, [r["raw_avg_gbps"] for r in pts], ":", color="C1",
+                        label="raw libfabric, avg")
         ax.set_xscale("log", base=2)
         ax.set_xlabel({"paged_write": "page size (bytes)", "sendrecv": "message size (bytes)",
                        "scatter": "peers (%s B slice each)" % pts[0]["size"]}
                       .get(op, "write size (bytes)"))
-        ax.set_ylabel("Gbit/s (1e9 bit/s)")
+        ax.set_ylabel("Gbit/s (1e9 bit/s); peak: best round, avg: all rounds")
         ax.set_title("%s, %s" % (op, machine.get("provider", pts[0]["provider"])))
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()

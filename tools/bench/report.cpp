@@ -55,6 +55,10 @@ nlohmann::json machine(const Options& opt, const SweepResult& r) {
           {"window", opt.window},
           {"busy_poll", opt.busy_poll},
           {"pin_processes", opt.pin_processes},
+          {"threads", opt.threads},
+          {"bidir", opt.bidir},
+          {"duration_s", opt.duration_s > 0 ? nlohmann::json(opt.duration_s) : nullptr},
+          {"iters", opt.iters != 0 ? nlohmann::json(opt.iters) : nullptr},
           {"reps", opt.reps != 0 ? opt.reps : (opt.quick ? 1u : 3u)},
           {"quick", opt.quick},
           {"time", static_cast<std::int64_t>(std::time(nullptr))}};
@@ -64,11 +68,18 @@ nlohmann::json machine(const Options& opt, const SweepResult& r) {
 
 void print_table(const SweepResult& r, const std::vector<PeerRun>& peers) {
   fmt::print("provider {}{}\n", r.provider, r.delivery_complete ? " (delivery-complete)" : "");
-  // Latency columns: per request, submit to local completion; imm rows are
-  // round trips (ping, pong). "-": no raw loop, or too few samples.
-  fmt::print("{:<12} {:>9} {:>6} {:>7} {:>10} {:>10} {:>6} {:>10} {:>8} {:>8} {:>9} {:>8}\n", "op",
-             "size", "count", "iters", "eng Gbit/s", "raw Gbit/s", "ratio", "eng req/s",
-             "p50 us", "p99 us", "p99.9 us", "raw p50");
+  // perftest's columns: bytes, iterations, BW peak (the best measured
+  // round) and BW average (all measured rounds' bytes / their time), msg
+  // rate. Every latency here is a round trip; none is one-way.
+  fmt::print("BW peak: best measured round; BW avg: all measured rounds' bytes / their time; "
+             "req/s: requests of the peak round (msg rate); rt: round-trip latency (writes: "
+             "submit to local completion, which waits for the target's ack; imm: ping to pong)\n");
+  fmt::print("{:<18} {:>9} {:>6} {:>7} {:>9} {:>9} {:>9} {:>9} {:>6} {:>10} {:>8} {:>8} {:>9} {:>8}\n",
+             "op", "bytes", "count", "iters", "eng peak", "eng avg", "raw peak", "raw avg",
+             "ratio", "eng req/s", "rt p50", "rt p99", "rt p99.9", "raw p50");
+  fmt::print("{:<18} {:>9} {:>6} {:>7} {:>9} {:>9} {:>9} {:>9} {:>6} {:>10} {:>8} {:>8} {:>9} {:>8}\n",
+             "", "", "", "", "Gbit/s", "Gbit/s", "Gbit/s", "Gbit/s", "", "", "us", "us", "us",
+             "rt us");
   for (const Row& row : r.rows) {
     const auto cell = [](double v, int prec) {
       return std::isnan(v) ? std::string("-") : fmt::format("{:.{}f}", v, prec);
@@ -76,11 +87,17 @@ void print_table(const SweepResult& r, const std::vector<PeerRun>& peers) {
     const auto raw_cell = [&](double v, int prec) {
       return row.has_raw ? cell(v, prec) : std::string("-");
     };
-    fmt::print("{:<12} {:>9} {:>6} {:>7} {:>10.2f} {:>10} {:>6} {:>10.0f} {:>8} {:>8} {:>9} {:>8}\n",
-               row.op == "imm" ? "imm (rtt)" : row.op, tools::human_bytes(row.size), row.count,
-               row.iterations, row.engine.gbps, raw_cell(row.raw.gbps, 2), raw_cell(ratio(row), 3),
+    fmt::print("{:<18} {:>9} {:>6} {:>7} {:>9.2f} {:>9.2f} {:>9} {:>9} {:>6} {:>10.0f} {:>8} {:>8} {:>9} {:>8}\n",
+               row.op, row.size, row.count, row.iterations, row.engine.gbps, row.engine_avg_gbps,
+               raw_cell(row.raw.gbps, 2), raw_cell(row.raw_avg_gbps, 2), raw_cell(ratio(row), 3),
                row.engine.ops_per_s, cell(row.engine.p50_us, 1), cell(row.engine.p99_us, 1),
                cell(row.engine.p999_us, 1), raw_cell(row.raw.p50_us, 1));
+  }
+  for (const Row& row : r.rows) {
+    if (row.op != "single_write_bidir") continue;
+    fmt::print("bidir {} B: initiator→target {:.2f} Gbit/s + target→initiator {:.2f} Gbit/s = "
+               "{:.2f} Gbit/s (peak round; average {:.2f}); each direction timed by its sender\n",
+               row.size, row.out_gbps, row.in_gbps, row.engine.gbps, row.engine_avg_gbps);
   }
   for (const Row& row : r.rows) {
     if (row.op != "scatter") continue;
@@ -140,6 +157,9 @@ void write_json(const Options& opt, const SweepResult& r, const std::vector<Peer
                        {"iterations", row.iterations},
                        {"engine_gbps", row.engine.gbps},
                        {"raw_gbps", row.has_raw ? nlohmann::json(row.raw.gbps) : nullptr},
+                       {"engine_avg_gbps", row.engine_avg_gbps},
+                       {"raw_avg_gbps", row.has_raw ? nlohmann::json(row.raw_avg_gbps) : nullptr},
+                       {"latency", "round_trip"},
                        {"ratio", row.has_raw ? nlohmann::json(ratio(row)) : nullptr},
                        {"ratio_basis", row.op == "imm" ? "ops_per_s" : "gbps"},
                        {"ops_per_s", row.engine.ops_per_s},
@@ -170,6 +190,10 @@ void write_json(const Options& opt, const SweepResult& r, const std::vector<Peer
       results.back()["peer_runs"][p.peer] = {
           {"transport", p.transport}, {"gbps", f->gbps}, {"iterations", f->iterations},
           {"verified", f->verified}, {"ratio", f->gbps > 0 ? row.engine.gbps / f->gbps : 0}};
+    }
+    if (row.op == "single_write_bidir") {
+      results.back()["out_gbps"] = row.out_gbps;
+      results.back()["in_gbps"] = row.in_gbps;
     }
     if (row.op == "scatter") {
       results.back()["peers"] = row.count;

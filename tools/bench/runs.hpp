@@ -18,7 +18,21 @@ struct WriteRound {
   std::uint64_t count = 0;    // writes, or batches
   std::uint32_t window = 64;  // writes (or batches) outstanding
   std::uint32_t pages = 0;    // 0: single writes; else pages per batch
+  std::uint32_t threads = 1;  // engine rounds: submitting threads, each `window` deep
 };
+
+// One bidirectional round of single writes: both directions' figures, each
+// timed by its sender (first submit to last local completion).
+struct BidirFigures {
+  Figures out;  // initiator → target (latencies: the initiator's requests)
+  Figures in;   // target → initiator (rate only)
+  bool verified = false;  // both destinations hold what their sources sent
+};
+
+// The target's half of a bidirectional round lands at this offset of the
+// initiator's buffer (and is read from its own half), so neither direction
+// reads what the other writes.
+inline std::uint64_t bidir_offset(std::uint64_t buffer_bytes) { return buffer_bytes / 2; }
 
 // Where page i of a batch lands: an odd stride mixes the order so the
 // destination is a real scatter, not one contiguous copy.
@@ -26,6 +40,8 @@ std::vector<std::uint32_t> dst_page_order(std::uint32_t pages);
 
 Figures engine_writes(Side& s, const Peer& peer, Link& link, const WriteRound& r);
 Figures raw_writes(Side& s, const Peer& peer, Link& link, const WriteRound& r);
+
+BidirFigures engine_bidir_writes(Side& s, const Peer& peer, Link& link, const WriteRound& r);
 
 // Engine SENDs of `r.size` bytes, `r.window` deep; returns false in
 // `verified` when the target's checksum of the last message differs.

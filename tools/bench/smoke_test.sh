@@ -98,3 +98,42 @@ status=0
 [ "$status" -ne 0 ] && grep -q "multiples of 8" "$json.err" ||
   { cat "$json.err"; echo "fabric_bench_smoke: --sizes 12 accepted" >&2; exit 1; }
 rm -f "$json.sizes" "$json.err"
+
+# --duration, --bidir, --threads (figures are not judged, only what is printed):
+# perftest-like columns with BW peak and average, round-trip latency labels,
+# bidirectional rows with both directions and their sum, the threads recorded.
+out=$(mktemp)
+"$bench" --local --provider shm --quick --ops single_write,paged_write --sizes 4K,64K \
+  --duration 0.05 --bidir --threads 2 --reps 2 --json "$json.modes" >"$out"
+for want in "bytes" "iters" "eng peak" "eng avg" "raw peak" "raw avg" "eng req/s" "rt p50" \
+            "round-trip latency" "single_write_bidir" "bidir 65536 B: initiator→target"; do
+  grep -qF "$want" "$out" || { cat "$out"; echo "fabric_bench_smoke: no '$want' in the table" >&2; exit 1; }
+done
+if grep -qi "one-way" "$out"; then
+  cat "$out"; echo "fabric_bench_smoke: a latency is labelled one-way" >&2; exit 1
+fi
+/usr/bin/python3 - "$json.modes" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+m, rows = doc["machine"], doc["results"]
+assert m["threads"] == 2 and m["bidir"] is True and m["duration_s"] == 0.05 and m["iters"] is None, m
+ops = [(r["op"], r["size"]) for r in rows if r["op"] != "paged_write"]
+assert ops == [("single_write", 4096), ("single_write_bidir", 4096),
+               ("single_write", 65536), ("single_write_bidir", 65536)], ops
+for r in rows:
+    assert r["verified"] and r["latency"] == "round_trip", r
+    assert r["iterations"] >= 4, r  # sized from the warm-up's rate, not the default budget
+    assert r["engine_avg_gbps"] > 0 and r["engine_avg_gbps"] <= r["engine_gbps"] * 1.0001, r
+    if r["op"] == "single_write_bidir":
+        assert r["raw_gbps"] is None and r["out_gbps"] > 0 and r["in_gbps"] > 0, r
+        assert abs(r["out_gbps"] + r["in_gbps"] - r["engine_gbps"]) < 1e-6 * r["engine_gbps"], r
+    else:
+        assert r["raw_avg_gbps"] > 0 and r["raw_avg_gbps"] <= r["raw_gbps"] * 1.0001, r
+print("fabric_bench_smoke: --duration/--bidir/--threads ok, %d rows" % len(rows))
+PY
+rm -f "$out" "$json.modes"
+status=0
+"$bench" --local --provider shm --quick --iters 8 --duration 1 2>"$json.err" || status=$?
+[ "$status" -ne 0 ] && grep -q "excludes" "$json.err" ||
+  { cat "$json.err"; echo "fabric_bench_smoke: --iters with --duration accepted" >&2; exit 1; }
+rm -f "$json.err"

@@ -54,6 +54,23 @@ std::uint64_t iterations_for(std::uint64_t bytes_per_op, bool quick, std::uint64
   return std::clamp<std::uint64_t>(budget / bytes_per_op, quick ? 4 : 16, 20000);
 }
 
+// Bits over time across rounds, for BW average.
+struct Mean {
+  double bits = 0, seconds = 0;
+  void add(const Figures& f) {
+    bits += f.gbps * 1e9 * f.seconds;
+    seconds += f.seconds;
+  }
+  double gbps() const { return seconds > 0 ? bits / seconds / 1e9 : 0; }
+};
+
+// --duration: the request count that makes a round last `seconds` at the
+// rate the warm-up round ran.
+std::uint64_t count_for(double seconds, const Figures& warm) {
+  const double n = warm.ops_per_s * seconds;
+  return static_cast<std::uint64_t>(std::clamp(n, 4.0, static_cast<double>(1u << 24)));
+}
+
 class Session {
  public:
   Session(const Options& opt, std::vector<Child>& children, Side& side)
@@ -83,8 +100,10 @@ class Session {
     ScatterRound r;
     r.slice = 64u << 10;
     r.count = std::min<std::uint64_t>(iterations(r.slice * npeers), 5000);
-    Row row{"scatter", r.slice, npeers, r.count, {}, {}, s_.raw.has_value()};
+    Row row{"scatter", r.slice, npeers, r.count, {}, {}};
+    row.has_raw = s_.raw.has_value();  // none with --nics or --backend verbs
     std::vector<fabric::PostTiming> timings;
+    Mean engine_mean, raw_mean;
     for (std::uint32_t rep = 0; rep < reps(); ++rep) {
       for (const bool raw : {false, true}) {
         if (raw && !s_.raw) continue;
@@ -99,6 +118,7 @@ class Session {
         const ScatterFigures f = raw ? raw_scatter(s_, peers, links, r)
                                      : engine_scatter(s_, peers, links, group.value(), r);
         if (!raw && opt_.breakdown) append_timings(timings);
+        (raw ? raw_mean : engine_mean).add(f.f);
         if (f.f.gbps > (raw ? row.raw.gbps : row.engine.gbps)) {
           (raw ? row.raw : row.engine) = f.f;
           (raw ? row.raw_post_p50_ns : row.engine_post_p50_ns) = f.post_ns_p50;
@@ -117,6 +137,9 @@ class Session {
       }
     }
     if (opt_.breakdown) row.breakdown = summarize_breakdown(timings);
+    row.engine_avg_gbps = engine_mean.gbps();
+    row.raw_avg_gbps = raw_mean.gbps();
+    row.verified = true;  // every peer's checksum matched (a mismatch throws)
     return row;
   }
 
@@ -127,10 +150,20 @@ class Session {
     r.pages = paged ? opt_.pages : 0;
     r.window = paged ? std::max<std::uint32_t>(1, opt_.window / 16) : opt_.window;
     r.count = opt_.iters != 0 ? opt_.iters : iterations(size * (paged ? r.pages : 1));
+    r.threads = opt_.threads;
     if (std::uint64_t{r.pages} * size > s_.buf.size || size > s_.buf.size) {
       throw std::runtime_error("buffer too small for " + op);
     }
-    Row row{op, size, paged ? r.pages : 1u, r.count, {}, {}, s_.raw.has_value()};
+    if (opt_.duration_s > 0) {
+      // Sized by the engine's warm-up; the raw loop runs the same count.
+      fill_pattern(s_.buf.data, paged ? r.pages * size : size, ++seed_);
+      WriteRound warm = r;
+      warm.count = std::max<std::uint64_t>(1, r.count / 8);
+      r.count = count_for(opt_.duration_s, run(false, warm));
+    }
+    Row row{op, size, paged ? r.pages : 1u, r.count, {}, {}};
+    row.has_raw = s_.raw.has_value();  // none with --nics or --backend verbs
+    Mean engine_mean, raw_mean;
     std::vector<fabric::PostTiming> timings;
     // Engine and raw alternate round by round, and the best round of each is
     // kept: on a shared box a round that lost the CPU to another process says
@@ -149,6 +182,7 @@ class Session {
         if (!raw && opt_.breakdown) append_timings(timings);
         Figures& best = raw ? row.raw : row.engine;
         if (f.gbps > best.gbps) best = f;
+        (raw ? raw_mean : engine_mean).add(f);
         if (!verify(r)) {
           throw std::runtime_error(fmt::format("{} {} B ({}): destination bytes differ", op,
                                                size, raw ? "raw" : "engine"));
@@ -156,12 +190,56 @@ class Session {
       }
     }
     if (opt_.breakdown) row.breakdown = summarize_breakdown(timings);
+    row.engine_avg_gbps = engine_mean.gbps();
+    row.raw_avg_gbps = raw_mean.gbps();
+    row.verified = true;  // every round's checksum matched (a mismatch throws)
+    return row;
+  }
+
+  // Both sides write `size` to each other at once (engine only). Same count
+  // as the unidirectional row of this size, so its raw row is the reference.
+  Row bidir(const Row& uni) {
+    WriteRound r;
+    r.size = uni.size;
+    r.window = opt_.window;
+    r.count = uni.iterations;
+    r.threads = opt_.threads;
+    Row row{"single_write_bidir", r.size, 1, r.count, {}, {}};
+    row.has_raw = false;
+    Mean out_mean, in_mean;
+    for (std::uint32_t rep = 0; rep < reps(); ++rep) {
+      fill_pattern(s_.buf.data, r.size, ++seed_);
+      if (rep == 0) {
+        WriteRound warm = r;
+        warm.count = std::max<std::uint64_t>(1, r.count / 8);
+        (void)engine_bidir_writes(s_, peer_, link_, warm);
+      }
+      const BidirFigures f = engine_bidir_writes(s_, peer_, link_, r);
+      if (!f.verified || !verify(r)) {
+        throw std::runtime_error(
+            fmt::format("single_write_bidir {} B: destination bytes differ", r.size));
+      }
+      const double sum = f.out.gbps + f.in.gbps;
+      out_mean.add(f.out);
+      in_mean.add(f.in);
+      if (sum > row.engine.gbps) {
+        row.engine = f.out;
+        row.engine.gbps = sum;
+        row.out_gbps = f.out.gbps;
+        row.in_gbps = f.in.gbps;
+      }
+    }
+    // Both directions ran at once: their average rates add.
+    row.engine_avg_gbps = out_mean.gbps() + in_mean.gbps();
+    row.verified = true;
     return row;
   }
 
   Row imm() {
     const std::uint64_t n = opt_.quick ? 200 : 5000;
-    Row row{"imm", 0, 1, n, {}, {}, s_.raw.has_value()};
+    Row row{"imm", 0, 1, n, {}, {}};
+    row.has_raw = s_.raw.has_value();  // none with --nics or --backend verbs
+    row.verified = true;  // every pong was counted (nothing else to check)
     (void)engine_imm_rtt(s_, peer_, link_, 50);
     row.engine = engine_imm_rtt(s_, peer_, link_, n);
     if (!s_.raw) return row;
@@ -177,6 +255,7 @@ class Session {
     r.count = std::min<std::uint64_t>(iterations(size), opt_.quick ? 2000 : 20000);
     Row row{"sendrecv", size, 1, r.count, {}, {}, true};
     row.has_raw = false;
+    Mean mean;
     for (std::uint32_t rep = 0; rep < reps(); ++rep) {
       fill_pattern(s_.buf.data, size, ++seed_);
       bool ok = true;
@@ -187,8 +266,10 @@ class Session {
       }
       const Figures f = engine_sends(s_, peer_, link_, r, ok);
       if (!ok) throw std::runtime_error(fmt::format("sendrecv {} B: message bytes differ", size));
+      mean.add(f);
       if (f.gbps > row.engine.gbps) row.engine = f;
     }
+    row.engine_avg_gbps = mean.gbps();
     return row;
   }
 
@@ -240,9 +321,12 @@ void progress(std::chrono::steady_clock::time_point start, std::size_t k, std::s
               const Row& row) {
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double eta = elapsed / static_cast<double>(k) * static_cast<double>(total - k);
-  fmt::print(stderr, "[{}/{} ETA {:.0f} s] {:<12} {:>9}  engine {:8.2f} Gbit/s {:9.0f} req/s  raw {:8.2f} Gbit/s {:9.0f} req/s\n",
+  const std::string raw = row.has_raw ? fmt::format("raw {:8.2f} Gbit/s {:9.0f} req/s", row.raw.gbps,
+                                                    row.raw.ops_per_s)
+                                      : std::string("raw -");
+  fmt::print(stderr, "[{}/{} ETA {:.0f} s] {:<18} {:>9}  engine {:8.2f} Gbit/s {:9.0f} req/s  {}\n",
              k, total, eta, row.op, tools::human_bytes(row.size), row.engine.gbps,
-             row.engine.ops_per_s, row.raw.gbps, row.raw.ops_per_s);
+             row.engine.ops_per_s, raw);
 }
 
 }  // namespace
@@ -256,6 +340,8 @@ static SideConfig side_config(const Options& opt) {
   cfg.nics = opt.nics;
   cfg.request_timeout_ms = opt.request_timeout_ms;
   cfg.buffer_bytes = std::max<std::size_t>(64u << 20, std::size_t{opt.pages} * (64u << 10));
+  // --bidir: the reverse direction uses the upper half (runs.hpp bidir_offset).
+  if (opt.bidir) cfg.buffer_bytes *= 2;
   return cfg;
 }
 
@@ -267,7 +353,7 @@ SweepResult run_sweep(const Options& opt) {
   std::vector<Child> children;
   const unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
   for (const std::string& server : opt.connect) {
-    children.push_back(Child{-1, connect_link(server)});
+    children.push_back(Child{std::nullopt, connect_link(server)});
   }
   const std::size_t forked = !opt.connect.empty() ? 0 : scatter ? 4 : 1;
   const std::size_t processes = opt.connect.empty() ? forked : children.size();
@@ -298,7 +384,7 @@ SweepResult run_sweep(const Options& opt) {
     result.delivery_complete = engine_uses_delivery_complete(opt.provider);
     std::size_t total = 0;
     for (const auto& op : opt.ops) {
-      total += op == "single_write" ? single_sizes(opt).size()
+      total += op == "single_write" ? single_sizes(opt).size() * (opt.bidir ? 2 : 1)
                : op == "paged_write" ? page_sizes(opt.quick).size()
                : op == "sendrecv"    ? message_sizes(opt.quick).size()
                : op == "scatter"     ? peer_counts.size()
@@ -329,6 +415,10 @@ SweepResult run_sweep(const Options& opt) {
       for (auto size : op == "single_write" ? single_sizes(opt) : page_sizes(opt.quick)) {
         result.rows.push_back(session.writes(op, size));
         progress(start, result.rows.size(), total, result.rows.back());
+        if (op == "single_write" && opt.bidir) {
+          result.rows.push_back(session.bidir(result.rows.back()));
+          progress(start, result.rows.size(), total, result.rows.back());
+        }
       }
     }
     session.bye();

@@ -17,6 +17,7 @@ struct Row {
   std::uint64_t size = 0;   // bytes per write, or page size
   std::uint64_t count = 0;  // pages per batch (paged), 1 otherwise
   std::uint64_t iterations = 0;
+  // The best measured round (BW peak, and that round's msg rate and latencies).
   Figures engine, raw;
   bool verified = false;
   bool has_raw = true;  // sendrecv has no raw loop yet
@@ -25,6 +26,11 @@ struct Row {
   double raw_post_p50_ns = -1, raw_post_p99_ns = -1;
   // --breakdown: the engine's posting path over the row's measured rounds.
   std::optional<Breakdown> breakdown = std::nullopt;
+  // BW average: every measured round's bytes over their summed time.
+  double engine_avg_gbps = 0, raw_avg_gbps = 0;
+  // single_write_bidir: each direction of the best round; engine.gbps is
+  // their sum, engine.ops_per_s and latencies the initiator's requests.
+  double out_gbps = 0, in_gbps = 0;
 };
 
 struct SweepResult {

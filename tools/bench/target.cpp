@@ -11,7 +11,9 @@
 #include <thread>
 
 #include "pattern.hpp"
+#include "runs.hpp"
 #include "stats.hpp"
+#include "window.hpp"
 
 namespace bench {
 
@@ -113,6 +115,31 @@ int run_target(const SideConfig& cfg, Link& link) {
       link.send("ready");
       raw_count(s, kDataImm, a, stray_tx);
       link.send("done");
+    } else if (verb == "eng_bidir") {
+      // a writes of b bytes each way; this side's from (and the initiator's
+      // into) the upper half, the initiator's into our lower half.
+      std::uint64_t window = 0, back_at = 0;
+      cmd >> window >> back_at;
+      const std::uint64_t src_at = bidir_offset(s.buf.size);
+      if (!cmd || window == 0 || b > src_at || b > back_at) {
+        throw std::runtime_error(fmt::format(
+            "eng_bidir: {} B does not fit half of this side's {} B buffer (start the server "
+            "with --bidir)", b, s.buf.size));
+      }
+      fill_pattern(s.buf.data + src_at, b, a ^ (b << 20) ^ 0xb1d1);
+      fabric::SingleWrite w;
+      w.length = b;
+      w.imm = kDataImm;
+      w.src = {s.eng_buf.handle, src_at};
+      w.dst = {peer.eng_buf, back_at};
+      link.send("ready");
+      const std::uint64_t start = now_ns();
+      (void)run_window(a, window, "target write (bidir)", [&](const auto& flag) {
+        return s.engine->submit_single_write(w, flag);
+      });
+      const std::uint64_t elapsed = now_ns() - start;
+      must(spin_consume(*s.data_counter, a, kRoundLimit), "engine immediates (bidir)");
+      link.send(fmt::format("done {} {:x}", elapsed, checksum(s.buf.data + src_at, b)));
     } else if (verb == "sum") {
       if (a + b > s.buf.size) throw std::runtime_error("sum outside the buffer");
       link.send(fmt::format("sum {:x}", checksum(s.buf.data + a, b)));

@@ -1,18 +1,12 @@
 #include "tcp_link.hpp"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <stdexcept>
 
 namespace bench {
 
-Link link_over(tools::Fd socket) {
-  const int out = ::dup(socket.get());
-  if (out < 0) throw std::runtime_error("dup failed");
-  return Link(socket.release(), out);
-}
+Link link_over(tools::Fd socket) { return Link(fabric::proc::Channel(socket.release())); }
 
 Link connect_link(const std::string& host_port) {
   const tools::HostPort server = tools::parse_host_port(host_port);

@@ -1,6 +1,8 @@
 #include "window.hpp"
 
 #include <chrono>
+#include <exception>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 
@@ -57,6 +59,34 @@ std::vector<std::uint64_t> run_window(std::uint64_t count, std::uint64_t window,
     }
   }
   return lat;
+}
+
+std::vector<std::uint64_t> run_windows(std::uint64_t count, std::uint64_t window,
+                                       std::uint32_t threads, const std::string& what,
+                                       const SubmitOne& submit) {
+  if (threads <= 1) return run_window(count, window, what, submit);
+  std::vector<std::vector<std::uint64_t>> lat(threads);
+  std::exception_ptr failure;
+  std::mutex failure_mu;
+  {
+    std::vector<std::jthread> pool;
+    for (std::uint32_t t = 0; t < threads; ++t) {
+      const std::uint64_t share = count / threads + (t < count % threads ? 1 : 0);
+      pool.emplace_back([&, t, share] {
+        try {
+          lat[t] = run_window(share, window, what, submit);
+        } catch (...) {
+          const std::lock_guard lock(failure_mu);
+          if (!failure) failure = std::current_exception();
+        }
+      });
+    }
+  }  // jthreads join here: every run_window is bounded by its own deadline
+  if (failure) std::rethrow_exception(failure);
+  std::vector<std::uint64_t> all;
+  all.reserve(count);
+  for (const auto& l : lat) all.insert(all.end(), l.begin(), l.end());
+  return all;
 }
 
 }  // namespace bench

@@ -20,4 +20,12 @@ using SubmitOne = std::function<fabric::Status(const std::shared_ptr<fabric::Com
 std::vector<std::uint64_t> run_window(std::uint64_t count, std::uint64_t window,
                                       const std::string& what, const SubmitOne& submit);
 
+// run_window on `threads` threads at once, `count` split between them, each
+// with its own `window`; `submit` is called concurrently (the engine's submit
+// calls take any number of producers). The latencies of all threads, and the
+// first thread's failure rethrown here.
+std::vector<std::uint64_t> run_windows(std::uint64_t count, std::uint64_t window,
+                                       std::uint32_t threads, const std::string& what,
+                                       const SubmitOne& submit);
+
 }  // namespace bench

@@ -12,6 +12,7 @@
 #include "common/rendezvous.hpp"
 #include "control_channel.hpp"
 #include "demo_error.hpp"
+#include "child_process.hpp"
 #include "engine_setup.hpp"
 #include "pattern.hpp"
 #include "protocol.hpp"
@@ -19,16 +20,6 @@
 
 namespace demo {
 namespace {
-
-void write_all(int fd, const std::string& text) {
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw DemoError("cannot write the bootstrap line to the writer");
-    done += static_cast<std::size_t>(n);
-  }
-}
 
 class Target {
  public:
@@ -62,9 +53,8 @@ void Target::announce() {
   registered_ = take(engine_->reg_mr(region_.data(), region_.size()), "reg_mr of the destination");
   channel_ = std::make_unique<ControlChannel>(*engine_, mailbox_);
   channel_->listen();
-  write_all(options_.bootstrap_fd,
-            engine_->main_address().to_string() + " " + registered_.desc.to_string() + "\n");
-  ::close(options_.bootstrap_fd);
+  send_bootstrap(options_.bootstrap_fd,
+                 engine_->main_address().to_string() + " " + registered_.desc.to_string());
 
   const nlohmann::json hello = channel_->expect("hello");
   writer_ = take(fabric::NetAddr::parse(hello.at("addr").get<std::string>()),

@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "dl_handle.hpp"
+#include "cuda/dl_library.hpp"
 #include "probes.hpp"
 
 namespace info {
@@ -27,17 +27,21 @@ using GetDeviceGuid = std::uint64_t(ibv_device*);  // big-endian on the wire
 
 VerbsScan scan_verbs() {
   VerbsScan scan;
-  DlHandle lib("libibverbs.so.1");
-  if (!lib.loaded()) {
+  // The library's own dlopen owner (src/cuda/dl_library.hpp), not a copy.
+  auto lib = fabric::cuda::DlLibrary::open("libibverbs.so.1");
+  if (!lib) {
     scan.note = "libibverbs.so.1 not found";
     return scan;
   }
   scan.library = true;
-  auto* get_list = lib.symbol<GetDeviceList>("ibv_get_device_list");
-  auto* free_list = lib.symbol<FreeDeviceList>("ibv_free_device_list");
-  auto* get_name = lib.symbol<GetDeviceName>("ibv_get_device_name");
-  auto* get_guid = lib.symbol<GetDeviceGuid>("ibv_get_device_guid");
-  if (!get_list || !free_list || !get_name || !get_guid) {
+  GetDeviceList* get_list = nullptr;
+  FreeDeviceList* free_list = nullptr;
+  GetDeviceName* get_name = nullptr;
+  GetDeviceGuid* get_guid = nullptr;
+  if (!lib->resolve(get_list, {"ibv_get_device_list"}) ||
+      !lib->resolve(free_list, {"ibv_free_device_list"}) ||
+      !lib->resolve(get_name, {"ibv_get_device_name"}) ||
+      !lib->resolve(get_guid, {"ibv_get_device_guid"})) {
     scan.note = "libibverbs.so.1 lacks the device-list entry points";
     return scan;
   }
@@ -68,14 +72,14 @@ VerbsScan scan_verbs() {
 CudaProbe probe_cuda() {
   CudaProbe probe;
   probe.peermem_module = ::access("/sys/module/nvidia_peermem", F_OK) == 0;
-  DlHandle lib("libcuda.so.1");
-  if (!lib.loaded()) {
-    probe.note = lib.error();
+  auto lib = fabric::cuda::DlLibrary::open("libcuda.so.1");
+  if (!lib) {
+    probe.note = lib.status().message();
     return probe;
   }
   probe.present = true;
   probe.note = "libcuda.so.1 loads";
-  probe.dmabuf_export = lib.symbol<int()>("cuMemGetHandleForAddressRange") != nullptr;
+  probe.dmabuf_export = lib->symbol("cuMemGetHandleForAddressRange") != nullptr;
   return probe;
 }
 

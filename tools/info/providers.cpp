@@ -14,6 +14,7 @@
 #include <string_view>
 #include <utility>
 
+#include "libfabric/fi_hints.hpp"
 #include "probes.hpp"
 
 namespace info {
@@ -35,23 +36,9 @@ bool is_socket_provider(std::string_view prov) {
                      [&](std::string_view p) { return prov.starts_with(p); });
 }
 
-InfoList engine_hints() {
-  InfoList hints(fi_allocinfo());
-  hints->caps = FI_MSG | FI_RMA | FI_SEND | FI_RECV | FI_WRITE | FI_REMOTE_WRITE;
-  hints->mode = FI_CONTEXT | FI_CONTEXT2;
-  hints->ep_attr->type = FI_EP_RDM;
-  hints->domain_attr->mr_mode =
-      FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
-  hints->domain_attr->threading = FI_THREAD_DOMAIN;
-  return hints;
-}
-
 InfoList query(const char* node, bool hmem = false) {
-  InfoList hints = engine_hints();
-  if (hmem) {
-    hints->caps |= FI_HMEM;
-    hints->domain_attr->mr_mode |= FI_MR_HMEM;
-  }
+  // Exactly what the engine asks for (src/libfabric/fi_hints.hpp).
+  fabric::ofi::InfoPtr hints = fabric::ofi::engine_hints("", false, hmem);
   fi_info* found = nullptr;
   const int rc =
       fi_getinfo(kApiVersion, node, nullptr, node != nullptr ? FI_SOURCE : 0, hints.get(), &found);

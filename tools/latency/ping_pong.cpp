@@ -1,13 +1,11 @@
 #include "ping_pong.hpp"
 
 #include <fmt/format.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 
 #include "common/stats.hpp"
+#include "fabric_proc/child_process.hpp"
 #include <stdexcept>
 #include <thread>
 
@@ -19,24 +17,6 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kWait = std::chrono::seconds(10);
 constexpr std::uint32_t kPing = 1;
 constexpr std::uint32_t kPong = 2;
-
-void write_line(int fd, const std::string& s) {
-  const std::string line = s + "\n";
-  if (::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
-    throw std::runtime_error("pipe write failed");
-  }
-}
-
-std::string read_line(int fd) {
-  std::string s;
-  char c = 0;
-  while (true) {
-    const ssize_t n = ::read(fd, &c, 1);
-    if (n != 1) throw std::runtime_error("peer closed its pipe");
-    if (c == '\n') return s;
-    s += c;
-  }
-}
 
 template <typename T>
 T must(Result<T> r, const char* what) {
@@ -62,17 +42,27 @@ struct Side {
   }
 };
 
-int respond(const RunSpec& spec, int in_fd, int out_fd) {
+// Every reply on the channel within kWait; failures become exceptions.
+void send(proc::Channel& ch, const std::string& line) {
+  if (!ch.send_string(line, kWait)) throw std::runtime_error("control channel: " + ch.last_error());
+}
+std::string recv(proc::Channel& ch) {
+  auto line = ch.recv_string(kWait);
+  if (!line) throw std::runtime_error("control channel: " + ch.last_error());
+  return std::move(*line);
+}
+
+int respond(const RunSpec& spec, proc::Channel& ch) {
   try {
     Side side(spec, kPing);
-    write_line(out_fd, side.reg.desc.to_string());
-    const MrDesc pinger = must(MrDesc::parse(read_line(in_fd)), "parse MrDesc");
+    send(ch, side.reg.desc.to_string());
+    const MrDesc pinger = must(MrDesc::parse(recv(ch)), "parse MrDesc");
     for (std::uint32_t i = 0; i < spec.iterations; ++i) {
       must(side.counter->wait_and_consume(1, kWait), "waiting for a ping");
       must(side.engine->submit_imm(kPong, pinger, OnDone{}), "submit pong");
     }
-    write_line(out_fd, "done");
-    read_line(in_fd);  // the pinger's last pong has landed: safe to stop
+    send(ch, "done");
+    (void)recv(ch);  // the pinger's last pong has landed: safe to stop
     side.engine->stop();
     return 0;
   } catch (const std::exception& e) {
@@ -96,34 +86,16 @@ EngineConfig engine_config(const RunSpec& spec) {
 }
 
 Percentiles run_ping_pong(const RunSpec& spec) {
-  int to_child[2];
-  int from_child[2];
-  if (::pipe(to_child) != 0 || ::pipe(from_child) != 0) throw std::runtime_error("pipe failed");
-  // Fork before any engine thread exists in this process.
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    ::close(to_child[1]);
-    ::close(from_child[0]);
-    ::alarm(120);  // never outlive a wedged parent
-    ::_exit(respond(spec, to_child[0], from_child[1]));
-  }
-  ::close(to_child[0]);
-  ::close(from_child[1]);
-  auto reap = [&](bool kill) {
-    if (kill) ::kill(pid, SIGKILL);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    ::close(to_child[1]);
-    ::close(from_child[0]);
-    return status;
-  };
-
+  // Fork before any engine thread exists in this process; the responder
+  // never outlives a wedged parent (its own deadline) nor a dead one.
+  proc::ChildProcess child = proc::spawn_child(
+      [spec](proc::Channel& ch) { return respond(spec, ch); }, std::chrono::seconds(120));
+  proc::Channel& ch = child.channel();
   std::vector<double> rtt_us;
   try {
-    const MrDesc responder = must(MrDesc::parse(read_line(from_child[0])), "parse MrDesc");
+    const MrDesc responder = must(MrDesc::parse(recv(ch)), "parse MrDesc");
     Side side(spec, kPong);
-    write_line(to_child[1], side.reg.desc.to_string());
+    send(ch, side.reg.desc.to_string());
     rtt_us.reserve(spec.iterations);
     for (std::uint32_t i = 0; i < spec.iterations; ++i) {
       if (spec.gap.count() > 0) std::this_thread::sleep_for(spec.gap);  // let workers idle
@@ -132,16 +104,15 @@ Percentiles run_ping_pong(const RunSpec& spec) {
       must(side.counter->wait_and_consume(1, kWait), "waiting for a pong");
       rtt_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
     }
-    if (read_line(from_child[0]) != "done") throw std::runtime_error("responder failed");
-    write_line(to_child[1], "bye");
+    if (recv(ch) != "done") throw std::runtime_error("responder failed");
+    send(ch, "bye");
     side.engine->stop();
   } catch (...) {
-    reap(true);
+    (void)child.kill();
     throw;
   }
-  const int status = reap(false);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    throw std::runtime_error("responder exited with an error");
+  if (const proc::ChildExit exit = child.wait_exit(kWait); !exit.ok()) {
+    throw std::runtime_error("responder " + exit.to_string());
   }
   std::sort(rtt_us.begin(), rtt_us.end());
   return {percentile(rtt_us, 0.5), percentile(rtt_us, 0.9), percentile(rtt_us, 0.99),

@@ -1,5 +1,7 @@
 #include "raw/endpoint.hpp"
 
+#include "libfabric/fi_hints.hpp"
+
 #include <fmt/format.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
@@ -30,18 +32,9 @@ bool ip_provider(const std::string& p) {
 
 Endpoint::Endpoint(const std::string& provider, bool delivery_complete,
                    const std::string& bind_address) {
-  InfoOwner hints(fi_allocinfo());
-  hints->caps = FI_MSG | FI_RMA | FI_SEND | FI_RECV | FI_WRITE | FI_REMOTE_WRITE;
-  hints->mode = FI_CONTEXT | FI_CONTEXT2;
-  hints->ep_attr->type = FI_EP_RDM;
-  hints->domain_attr->mr_mode =
-      FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
-  hints->domain_attr->threading = FI_THREAD_DOMAIN;
-  hints->tx_attr->msg_order = 0;
-  hints->rx_attr->msg_order = 0;
-  if (delivery_complete) hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
-  // fi_freeinfo frees prov_name, so it must come from malloc.
-  hints->fabric_attr->prov_name = ::strdup(provider.c_str());
+  // The engine's own hints (src/libfabric/fi_hints.hpp): the baseline runs
+  // under the same terms, not a copy that could drift.
+  const fabric::ofi::InfoPtr hints = fabric::ofi::engine_hints(provider, delivery_complete, false);
 
   // IP providers are asked for the bind address as the source.
   const bool ip = ip_provider(provider);

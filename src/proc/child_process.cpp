@@ -1,4 +1,4 @@
-#include "fabric_test/child_process.hpp"
+#include "fabric_proc/child_process.hpp"
 
 #include <poll.h>
 #include <signal.h>
@@ -16,7 +16,7 @@
 #include <thread>
 #include <utility>
 
-namespace fabric::test {
+namespace fabric::proc {
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -142,6 +142,21 @@ ChildExit ChildProcess::kill() {
   return exit_;
 }
 
+std::optional<ChildExit> ChildProcess::exited() {
+  if (pid_ <= 0) return ChildExit{ChildExit::Kind::wait_failed, -1, 0, "no child"};
+  if (reaped_) return exit_;
+  int status = 0;
+  pid_t rc;
+  do {
+    rc = ::waitpid(pid_, &status, WNOHANG);
+  } while (rc < 0 && errno == EINTR);
+  if (rc == 0) return std::nullopt;
+  reaped_ = true;
+  exit_ = rc == pid_ ? from_wait_status(status)
+                     : ChildExit{ChildExit::Kind::wait_failed, -1, 0, std::strerror(errno)};
+  return exit_;
+}
+
 ChildExit ChildProcess::wait_exit(std::chrono::milliseconds timeout) {
   if (pid_ <= 0) return ChildExit{ChildExit::Kind::wait_failed, -1, 0, "no child"};
   if (reaped_) return exit_;
@@ -199,7 +214,7 @@ constexpr int kBaselineThreads = 1;
 ChildProcess spawn_child(std::function<int(Channel&)> body, std::chrono::seconds timeout) {
   if (const int threads = current_thread_count(); threads > kBaselineThreads) {
     std::fprintf(stderr,
-                 "fabric_test: WARNING: fork() from a process with %d threads; spawn children "
+                 "fabric_proc: WARNING: fork() from a process with %d threads; spawn children "
                  "before creating the parent's engine\n",
                  threads);
   }
@@ -225,4 +240,4 @@ ChildProcess spawn_child(std::function<int(Channel&)> body, std::chrono::seconds
   return ChildProcess(pid, Channel(fds[0]));
 }
 
-}  // namespace fabric::test
+}  // namespace fabric::proc

@@ -1,4 +1,4 @@
-#include "fabric_test/channel.hpp"
+#include "fabric_proc/channel.hpp"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <utility>
 
-namespace fabric::test {
+namespace fabric::proc {
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -211,4 +211,4 @@ std::optional<Status> Channel::recv_status(std::chrono::milliseconds timeout) {
                 std::string(reinterpret_cast<const char*>(frame->data()) + 1, frame->size() - 1));
 }
 
-}  // namespace fabric::test
+}  // namespace fabric::proc
