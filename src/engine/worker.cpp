@@ -29,6 +29,7 @@ Worker::Worker(std::vector<std::unique_ptr<domain::Domain>> domains, const Engin
       config_(config),
       callbacks_(callbacks),
       tx_in_flight_(domains_.size(), 0),
+      peer_progress_(domains_.size()),
       imms_([this](ImmCallback cb, std::uint32_t imm, std::uint64_t count) {
         callbacks_.post([cb = std::move(cb), imm, count] {
           if (cb) cb(imm, count);
@@ -483,6 +484,9 @@ void Worker::on_tx_done(Op* op, std::size_t domain, Status status) {
   --tx_in_flight_[domain];
   ++op->done;
   op->last_progress = Clock::now();
+  if (status.ok() && op->peers != nullptr && !op->posts_past_failure()) {
+    peer_progress_[domain][op->peers[domain]] = op->last_progress;
+  }
   if (!status.ok() && op->error.ok()) op->error = std::move(status);
   if (op->finished() && !op->in_pending) finish(op);
 }
@@ -508,10 +512,24 @@ void Worker::finish(Op* op) {
   delete op;
 }
 
+Clock::time_point Worker::last_heard(const Op* op) const {
+  Clock::time_point latest = op->last_progress;
+  // A scatter's or barrier's peers are several: each must answer for its own slices.
+  if (op->peers == nullptr || op->posts_past_failure()) return latest;
+  for (std::size_t d = 0; d < domains_.size(); ++d) {
+    const auto it = peer_progress_[d].find(op->peers[d]);
+    if (it != peer_progress_[d].end()) latest = std::max(latest, it->second);
+  }
+  return latest;
+}
+
 void Worker::expire_stalled(Clock::time_point now) {
   std::vector<Op*> expired;
   for (Op* op : live_) {
-    if (!op->delivered && now - op->last_progress > config_.request_timeout) expired.push_back(op);
+    if (!op->delivered && now - op->last_progress > config_.request_timeout &&
+        now - last_heard(op) > config_.request_timeout) {
+      expired.push_back(op);
+    }
   }
   // How full the providers' send queues are tells who stalled: operations
   // posted but never completed are the provider's; a request never posted
@@ -526,9 +544,9 @@ void Worker::expire_stalled(Clock::time_point now) {
     if (op->error.ok()) {
       op->error = Status(
           Errc::timeout,
-          fmt::format("no completion for {} ms ({} of {} operations done, {} posted; the "
-                      "provider holds {} of {} send-queue entries); the peer may be dead or "
-                      "unreachable",
+          fmt::format("no completion from the peer for {} ms ({} of {} operations done, {} "
+                      "posted; the provider holds {} of {} send-queue entries); the peer may be "
+                      "dead or unreachable",
                       config_.request_timeout.count(), op->done, op->total, op->posted, queued,
                       depth));
     }

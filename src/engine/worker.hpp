@@ -132,6 +132,11 @@ class Worker {
   std::unordered_set<Op*> live_;
   std::deque<Op*> pending_;
   std::vector<std::uint32_t> tx_in_flight_;  // per Domain
+  // Per Domain: when each peer last completed an operation of ours. A request waiting behind
+  // others to the same peer (a deep window on a slow link) is not stalled while they complete.
+  std::vector<std::unordered_map<domain::PeerHandle, std::chrono::steady_clock::time_point>>
+      peer_progress_;
+  [[nodiscard]] std::chrono::steady_clock::time_point last_heard(const Op* op) const;
   ImmTable imms_;
   std::vector<std::unique_ptr<RecvPool>> recv_pools_;
   std::deque<RecvSlot*> unposted_recvs_;

@@ -14,53 +14,17 @@
 #include "fabric/engine.hpp"
 #include "fabric/moe/group.hpp"
 #include "fabric/moe/host_device.hpp"
+#include "../buffer.hpp"
+#include "../errors.hpp"
 
 namespace py = pybind11;
 using namespace fabric;
 using namespace fabric::moe;
+using fabric::python::BytesView;
+using fabric::python::check;
+using fabric::python::raise_status;
 
 namespace {
-
-// Raises fabric_lib's exception class for the code (FabricTimeoutError, ...).
-[[noreturn]] void raise_status(const Status& st) {
-  static const char* const names[] = {"FabricError",      "InvalidArgumentError", "OutOfRangeError",
-                                      "MalformedError",   "AgainError",           "FabricTimeoutError",
-                                      "ProviderError",    "UnsupportedError",     "NotFoundError",
-                                      "ShutdownError",    "CancelledError"};
-  const auto index = static_cast<std::size_t>(st.code());
-  py::object type = py::module_::import("fabric_lib").attr(index < 11 ? names[index] : "FabricError");
-  PyErr_SetString(type.ptr(), st.message().c_str());
-  throw py::error_already_set();
-}
-void check(const Status& st) {
-  if (!st.ok()) raise_status(st);
-}
-
-// A C-contiguous buffer of a Python object (numpy array, memoryview, ...).
-class View {
- public:
-  View(py::handle obj, bool writable, const char* what) {
-    const int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(obj.ptr(), &view_, flags) != 0) {
-      PyErr_Clear();
-      throw py::type_error(std::string(what) + " must be a C-contiguous" +
-                           (writable ? " writable" : "") + " buffer (numpy array, memoryview)");
-    }
-  }
-  ~View() { PyBuffer_Release(&view_); }
-  View(const View&) = delete;
-  View& operator=(const View&) = delete;
-  [[nodiscard]] std::span<std::byte> bytes() const {
-    return {static_cast<std::byte*>(view_.buf), static_cast<std::size_t>(view_.len)};
-  }
-  template <typename T>
-  [[nodiscard]] std::span<T> as() const {
-    return {static_cast<T*>(view_.buf), static_cast<std::size_t>(view_.len) / sizeof(T)};
-  }
-
- private:
-  Py_buffer view_{};
-};
 
 ElementType element_type(const std::string& name) {
   if (name == "bf16" || name == "bfloat16") return ElementType::bf16;
@@ -145,7 +109,7 @@ class Group {
   }
 
   void dispatch_send(py::handle x, py::handle scales, py::handle topk, std::uint32_t tokens) {
-    View xv(x, false, "x"), sv(scales, false, "scales"), tv(topk, false, "topk_idx");
+    BytesView xv(x, "x", false), sv(scales, "scales", false), tv(topk, "topk_idx", false);
     auto& g = group();
     Status st;
     {
@@ -157,18 +121,19 @@ class Group {
   }
 
   void dispatch_recv(py::handle recv_x, py::handle recv_scales, py::handle counts) {
-    View xv(recv_x, true, "recv_x"), sv(recv_scales, true, "recv_scales"), cv(counts, true, "recv_count");
+    BytesView xv(recv_x, "recv_x", true), sv(recv_scales, "recv_scales", true),
+        cv(counts, "recv_count", true);
     group();
     Status st;
     {
       py::gil_scoped_release release;
-      st = device_->dispatch_recv(xv.bytes(), sv.as<float>(), cv.as<std::uint32_t>());
+      st = device_->dispatch_recv(xv.mutable_bytes(), sv.as<float>(), cv.as<std::uint32_t>());
     }
     check(st);
   }
 
   void combine_send(py::handle expert_out) {
-    View v(expert_out, false, "x");
+    BytesView v(expert_out, "x", false);
     group();
     Status st;
     {
@@ -179,12 +144,12 @@ class Group {
   }
 
   void combine_recv(py::handle weights, py::handle out) {
-    View wv(weights, false, "topk_weights"), ov(out, true, "out");
+    BytesView wv(weights, "topk_weights", false), ov(out, "out", true);
     group();
     Status st;
     {
       py::gil_scoped_release release;
-      st = device_->combine_recv(wv.as<const float>(), ov.bytes());
+      st = device_->combine_recv(wv.as<const float>(), ov.mutable_bytes());
     }
     check(st);
   }
