@@ -11,8 +11,6 @@
 #include <nlohmann/json.hpp>
 #include <fcntl.h>
 #include <sched.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +26,7 @@
 #include "fabric/engine.hpp"
 #include "fabric/kv/receiver.hpp"
 #include "fabric/kv/sender.hpp"
+#include "fabric_proc/child_process.hpp"
 #include "registration.hpp"
 
 using namespace fabric;
@@ -54,38 +53,10 @@ struct Options {
   std::string json = "kv-bench.json";
 };
 
-// A tiny framed pipe between the two processes.
-bool put(int fd, const void* p, std::size_t n) {
-  const auto* b = static_cast<const char*>(p);
-  while (n > 0) {
-    ssize_t w = ::write(fd, b, n);
-    if (w <= 0) return false;
-    b += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return true;
-}
-bool get(int fd, void* p, std::size_t n) {
-  auto* b = static_cast<char*>(p);
-  while (n > 0) {
-    ssize_t r = ::read(fd, b, n);
-    if (r <= 0) return false;
-    b += r;
-    n -= static_cast<std::size_t>(r);
-  }
-  return true;
-}
-bool put_bytes(int fd, const std::vector<std::byte>& v) {
-  std::uint32_t n = static_cast<std::uint32_t>(v.size());
-  return put(fd, &n, 4) && put(fd, v.data(), n);
-}
-std::vector<std::byte> get_bytes(int fd) {
-  std::uint32_t n = 0;
-  if (!get(fd, &n, 4)) return {};
-  std::vector<std::byte> v(n);
-  if (!get(fd, v.data(), n)) return {};
-  return v;
-}
+// Steps between the two processes wait at most this long (a request of --repeat is far shorter).
+constexpr std::chrono::seconds kStep{300};
+// The decoder process never outlives this.
+constexpr std::chrono::seconds kDecoderLifetime{3600};
 
 KvLayout layout_of(const Options& o) {
   const std::uint32_t pages = (o.tokens + o.tokens_per_page - 1) / o.tokens_per_page;
@@ -127,7 +98,7 @@ std::int64_t ns(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
-int decoder(const Options& o, int fd) {
+int decoder(const Options& o, proc::Channel& ch) {
   enter_netns(o.decode_netns);
   auto engine = engine_of(o, o.decode_bind);
   KvLayout l = layout_of(o);
@@ -136,30 +107,35 @@ int decoder(const Options& o, int fd) {
   cfg.layout = l;
   for (auto& m : mem) cfg.regions.push_back({m.data(), m.size()});
   auto rx = Receiver::create(*engine, cfg);
-  if (!rx.ok()) return 1;
-  put_bytes(fd, engine->main_address().encode());
-  auto peer = NetAddr::decode(get_bytes(fd));
-  if (!peer.ok()) return 1;
+  if (!rx.ok()) {
+    std::fprintf(stderr, "decoder: %s\n", rx.status().to_string().c_str());
+    return 1;
+  }
+  if (!ch.send_addr(engine->main_address(), kStep)) return 1;
+  auto peer = ch.recv_addr(kStep);
+  if (!peer) return 1;
   const auto c0 = Clock::now();
   auto src = (*rx)->connect(*peer, std::chrono::seconds(30));
   const auto c1 = Clock::now();
-  if (!src.ok()) return 1;
+  if (!src.ok()) {
+    std::fprintf(stderr, "decoder: connect: %s\n", src.status().to_string().c_str());
+    return 1;
+  }
   // Registering this decoder's regions for the sender happened inside connect.
-  std::int64_t connect_ns = ns(c1) - ns(c0);
-  put(fd, &connect_ns, 8);
+  if (!ch.send_pod<std::int64_t>(ns(c1) - ns(c0), kStep)) return 1;
   std::vector<std::uint32_t> pages(l.num_pages);
   std::iota(pages.begin(), pages.end(), 0u);
   const std::uint32_t s = *src;
   for (std::uint32_t i = 0;; ++i) {
-    std::uint32_t go = 0;
-    if (!get(fd, &go, 4) || go == 0) break;
+    auto go = ch.recv_pod<std::uint32_t>(kStep);
+    if (!go) return 1;
+    if (*go == 0) break;
     const std::string id = "r" + std::to_string(i);
     if (!(*rx)->request(id, pages, o.tokens, std::span(&s, 1)).ok()) return 1;
     auto st = (*rx)->wait(id, std::chrono::seconds(120));
     const std::int64_t ready = ns(Clock::now());
-    std::int64_t ok = st.ok() && st->state == State::done ? 1 : 0;
-    put(fd, &ok, 8);
-    put(fd, &ready, 8);
+    const std::int64_t ok = st.ok() && st->state == State::done ? 1 : 0;
+    if (!ch.send_pod(ok, kStep) || !ch.send_pod(ready, kStep)) return 1;
     (void)(*rx)->release(id);
   }
   return 0;
@@ -228,15 +204,15 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  int fds[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) return 1;
-  const pid_t child = ::fork();
-  if (child == 0) {
-    ::close(fds[0]);
-    ::_exit(decoder(o, fds[1]));
-  }
-  ::close(fds[1]);
-  const int fd = fds[0];
+  // Before this process has any engine thread (fabric_proc/child_process.hpp).
+  proc::ChildProcess child = proc::spawn_child([&o](proc::Channel& ch) { return decoder(o, ch); },
+                                               kDecoderLifetime);
+  proc::Channel& ch = child.channel();
+  auto fail = [&](const std::string& what) {
+    std::fprintf(stderr, "fabric-kv-bench: %s: %s\n", what.c_str(), ch.last_error().c_str());
+    (void)child.kill();
+    return 1;
+  };
 
   enter_netns(o.prefill_netns);
   auto engine = engine_of(o, o.prefill_bind);
@@ -244,13 +220,24 @@ int main(int argc, char** argv) {
   auto mem = alloc(l);
   SenderConfig cfg;
   cfg.layout = l;
-  for (auto& m : mem) cfg.regions.push_back(engine->reg_mr(m.data(), m.size()).value().handle);
+  std::vector<MemoryRange> ranges;
+  for (auto& m : mem) ranges.push_back({m.data(), m.size()});
+  auto regs = engine->reg_mrs(ranges);
+  if (!regs.ok()) {
+    std::fprintf(stderr, "fabric-kv-bench: registering: %s\n", regs.status().to_string().c_str());
+    return 1;
+  }
+  for (auto& r : *regs) cfg.regions.push_back(r.handle);
   auto tx = Sender::create(*engine, cfg);
-  if (!tx.ok()) return 1;
-  auto peer = NetAddr::decode(get_bytes(fd));
-  put_bytes(fd, engine->main_address().encode());
-  std::int64_t connect_ns = 0;
-  get(fd, &connect_ns, 8);
+  if (!tx.ok()) {
+    std::fprintf(stderr, "fabric-kv-bench: sender: %s\n", tx.status().to_string().c_str());
+    return 1;
+  }
+  auto peer = ch.recv_addr(kStep);
+  if (!peer) return fail("the decoder's address");
+  if (!ch.send_addr(engine->main_address(), kStep)) return fail("sending our address");
+  auto connect_ns = ch.recv_pod<std::int64_t>(kStep);
+  if (!connect_ns) return fail("the decoder's connect time");
 
   const std::uint64_t page_bytes = l.page_stride;
   const std::uint64_t pages_per_request = std::uint64_t{l.num_pages} * l.parts() * l.num_layers;
@@ -262,8 +249,7 @@ int main(int argc, char** argv) {
   for (const std::string mode : {"layerwise", "bulk"}) {
     for (std::uint32_t rep = 0; rep < o.repeat; ++rep, ++index) {
       const std::string id = "r" + std::to_string(index);
-      std::uint32_t go = 1;
-      put(fd, &go, 4);
+      if (!ch.send_pod<std::uint32_t>(1, kStep)) return fail("starting a request");
       if (!(*tx)->prepare(id, pages, o.tokens).ok()) return 1;
       Measurement r;
       r.mode = mode;
@@ -279,10 +265,11 @@ int main(int argc, char** argv) {
       if (mode == "bulk") {
         for (std::uint32_t layer = 0; layer < l.num_layers; ++layer) (void)(*tx)->layer_done(id, layer);
       }
-      std::int64_t ok = 0, ready = 0;
-      get(fd, &ok, 8);
-      get(fd, &ready, 8);
-      if (ok != 1) {
+      const auto ok = ch.recv_pod<std::int64_t>(kStep);
+      const auto ready_ns = ok ? ch.recv_pod<std::int64_t>(kStep) : std::nullopt;
+      if (!ready_ns) return fail("the decoder's result of " + id);
+      const std::int64_t ready = *ready_ns;
+      if (*ok != 1) {
         std::fprintf(stderr, "request %s failed\n", id.c_str());
         return 1;
       }
@@ -295,10 +282,11 @@ int main(int argc, char** argv) {
       (void)(*tx)->release(id);
     }
   }
-  std::uint32_t stop = 0;
-  put(fd, &stop, 4);
-  int status = 0;
-  ::waitpid(child, &status, 0);
+  if (!ch.send_pod<std::uint32_t>(0, kStep)) return fail("stopping the decoder");
+  if (const proc::ChildExit exit = child.wait_exit(kStep); !exit.ok()) {
+    std::fprintf(stderr, "fabric-kv-bench: the decoder %s\n", exit.to_string().c_str());
+    return 1;
+  }
 
   const RegistrationFigures reg = measure_registration(*engine, o.provider, o.reg_tensors, kTensorBytes);
 
@@ -337,7 +325,7 @@ int main(int argc, char** argv) {
   out["gbit_per_s"] = bulk_ms > 0 ? bytes * 8.0 / (bulk_ms / 1e3) / 1e9 : 0.0;
   out["target_last_layer_to_ready_ms"] = link_ms + 1.0;
   put_registration(out, reg);
-  out["receiver_connect_ms"] = static_cast<double>(connect_ns) / 1e6;
+  out["receiver_connect_ms"] = static_cast<double>(*connect_ns) / 1e6;
   out["prefill_netns"] = o.prefill_netns;
   out["decode_netns"] = o.decode_netns;
   std::ofstream(o.json) << out.dump(2) << "\n";
