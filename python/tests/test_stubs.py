@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import pathlib
 import re
@@ -186,12 +187,12 @@ def _public_callables() -> list[tuple[str, Any]]:
     import fabric_lib
 
     modules = [fabric_lib, _native]
-    try:
-        from fabric_lib import _kv
-
-        modules.append(_kv)
-    except ImportError:
-        pass
+    # The workload extensions, where this build has them (each is its own module).
+    for name in ("_kv", "moe._moe"):
+        try:
+            modules.append(importlib.import_module(f"fabric_lib.{name}"))
+        except ImportError:
+            pass
     seen: set[int] = set()
     out: list[tuple[str, Any]] = []
 

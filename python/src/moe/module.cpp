@@ -14,12 +14,14 @@
 #include "fabric/engine.hpp"
 #include "fabric/moe/group.hpp"
 #include "fabric/moe/host_device.hpp"
+#include "../arg_types.hpp"
 #include "../buffer.hpp"
 #include "../errors.hpp"
 
 namespace py = pybind11;
 using namespace fabric;
 using namespace fabric::moe;
+using fabric::python::BufferArg;
 using fabric::python::BytesView;
 using fabric::python::check;
 using fabric::python::raise_status;
@@ -108,7 +110,8 @@ class Group {
     return *group_;
   }
 
-  void dispatch_send(py::handle x, py::handle scales, py::handle topk, std::uint32_t tokens) {
+  void dispatch_send(const BufferArg& x, const BufferArg& scales, const BufferArg& topk,
+                     std::uint32_t tokens) {
     BytesView xv(x, "x", false), sv(scales, "scales", false), tv(topk, "topk_idx", false);
     auto& g = group();
     Status st;
@@ -120,7 +123,8 @@ class Group {
     check(st);
   }
 
-  void dispatch_recv(py::handle recv_x, py::handle recv_scales, py::handle counts) {
+  void dispatch_recv(const BufferArg& recv_x, const BufferArg& recv_scales,
+                     const BufferArg& counts) {
     BytesView xv(recv_x, "recv_x", true), sv(recv_scales, "recv_scales", true),
         cv(counts, "recv_count", true);
     group();
@@ -132,7 +136,7 @@ class Group {
     check(st);
   }
 
-  void combine_send(py::handle expert_out) {
+  void combine_send(const BufferArg& expert_out) {
     BytesView v(expert_out, "x", false);
     group();
     Status st;
@@ -143,7 +147,7 @@ class Group {
     check(st);
   }
 
-  void combine_recv(py::handle weights, py::handle out) {
+  void combine_recv(const BufferArg& weights, const BufferArg& out) {
     BytesView wv(weights, "topk_weights", false), ov(out, "out", true);
     group();
     Status st;
