@@ -68,6 +68,11 @@ struct EngineConfig {
   std::chrono::milliseconds control_timeout{10000};
   // Bound on stop() waiting for posted work to drain before failing it.
   std::chrono::milliseconds drain_timeout{2000};
+  // How much longer stop() waits for a worker thread stuck inside a provider call (a peer
+  // holding a lock in our shm region, docs/reliability.md#shm-locks) before it leaves that
+  // thread running, with its Domains and callback thread, and returns. Generous: a slow but
+  // healthy shutdown (sanitizers, an overloaded host) must never be mistaken for a stuck one.
+  std::chrono::milliseconds stuck_worker_grace{60000};
   // A request whose WRITEs/SENDs see no completion for this long fails with
   // Errc::timeout (a dead or unreachable peer). Its posted operations stay
   // accounted until the provider lets go of them.

@@ -112,10 +112,11 @@ bool Worker::stop() {
   }
   // A provider call that never returns (a peer holding a lock in our shm region) must not hang
   // stop() for good: past the drain bound, the thread is left to itself.
-  if (!wait_thread_ended(config_.drain_timeout + kStuckGrace)) {
+  const auto bound = config_.drain_timeout + config_.stuck_worker_grace;
+  if (!wait_thread_ended(bound)) {
     log::error("stop(): the worker thread is stuck inside the provider for more than {} ms; "
                "leaving it (and its Domains) behind",
-               (config_.drain_timeout + kStuckGrace).count());
+               bound.count());
     thread_.detach();
     joined_ = false;
     return false;

@@ -61,11 +61,10 @@ class Worker {
   template <typename T>
   Result<T> call(std::function<Result<T>()> fn, std::chrono::milliseconds timeout);
   // Drains (bounded by drain_timeout), fails what is left, joins. Idempotent.
-  // false when the worker thread did not end within drain_timeout + kStuckGrace: it is stuck
-  // inside a provider call (docs/reliability.md#shm-locks) and was detached, so the Worker and
-  // everything it references must be leaked, never destroyed.
+  // false when the worker thread did not end within drain_timeout + stuck_worker_grace: it is
+  // stuck inside a provider call (docs/reliability.md#shm-locks) and was detached, so the Worker
+  // and everything it references must be leaked, never destroyed.
   [[nodiscard]] bool stop();
-  static constexpr std::chrono::seconds kStuckGrace{5};
   // Whether the worker thread has returned, waiting at most `timeout`.
   [[nodiscard]] bool wait_thread_ended(std::chrono::milliseconds timeout) const;
 
