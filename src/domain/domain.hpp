@@ -103,6 +103,12 @@ class Domain {
   virtual Status fence_peer(std::span<const std::byte> /*address*/) {
     return {Errc::unsupported, "this backend cannot fence a peer"};
   }
+
+  // The last call on a Domain before it is destroyed: closes the endpoint, so that the provider
+  // no longer reads or writes any buffer it was given (posted receives, staged sends, the
+  // sources and targets of operations still queued). The worker calls it at shutdown before it
+  // frees those buffers: tcp;ofi_rxm was seen copying into them while its endpoint closed.
+  virtual void close_endpoint() noexcept {}
 };
 
 }  // namespace fabric::domain

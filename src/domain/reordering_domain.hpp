@@ -59,6 +59,7 @@ class ReorderingDomain final : public Domain {
   }
 
   std::size_t poll(std::span<Event> out) override;
+  void close_endpoint() noexcept override { inner_->close_endpoint(); }
 
   [[nodiscard]] std::size_t held() const noexcept { return held_.size(); }
   [[nodiscard]] const ReorderStats& stats() const noexcept { return stats_; }

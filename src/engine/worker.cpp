@@ -765,6 +765,9 @@ void Worker::shutdown_sequence() {
   // Tasks that arrived late (re-posts, expectations) have nothing left to act on.
   Task task;
   while (tasks_.try_dequeue(task)) task();
+  // Before the receive pools, staging and scratch buffers are freed (members of this Worker,
+  // destroyed before the Domains): the provider must be done with them.
+  for (auto& d : domains_) d->close_endpoint();
 }
 
 }  // namespace fabric::engine

@@ -76,6 +76,13 @@ FiDomain::~FiDomain() {
   fabric_.reset();
 }
 
+void FiDomain::close_endpoint() noexcept {
+  // Regions bound to the endpoint (FI_MR_ENDPOINT) must close before it: there the endpoint
+  // closes with the Domain, after the worker has closed them.
+  if ((mr_mode_ & FI_MR_ENDPOINT) != 0) return;
+  ep_.reset();
+}
+
 Status FiDomain::init(const ProviderQuery& query) {
   auto found = find_provider(query);
   if (!found) return found.status();

@@ -35,6 +35,7 @@ class FiDomain final : public domain::Domain {
   Status post_recv(void* buf, std::size_t length, void* desc, domain::Token token) override;
   std::size_t poll(std::span<domain::Event> out) override;
   Status fence_peer(std::span<const std::byte> address) override;
+  void close_endpoint() noexcept override;
 
  private:
   // Providers in FI_CONTEXT mode own the first bytes of each operation context.

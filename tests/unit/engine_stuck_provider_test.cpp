@@ -75,6 +75,7 @@ class GatedDomain final : public domain::Domain {
     gate_->pass();
     return inner_->poll(out);
   }
+  void close_endpoint() noexcept override { inner_->close_endpoint(); }
 
  private:
   std::unique_ptr<domain::Domain> inner_;
