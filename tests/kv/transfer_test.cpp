@@ -221,7 +221,7 @@ TEST_P(KvFence, StoppedPrefillerCannotWriteIntoReclaimedPages) {
   EXPECT_TRUE(c.finish());
 }
 
-INSTANTIATE_TEST_SUITE_P(Providers, KvFence, ::testing::Values("shm", "tcp"));
+INSTANTIATE_TEST_SUITE_P(Providers, KvFence, ::testing::Values("shm", "tcp", "sockets"));
 // The verbs fence (RC queue pairs to the error state), run by tests/verbs/in-vm.sh.
 INSTANTIATE_TEST_SUITE_P(Verbs, KvFence, ::testing::Values("verbs"));
 
