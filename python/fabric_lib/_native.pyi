@@ -283,6 +283,10 @@ class Engine:
         """True after stop()."""
 
     @property
+    def outstanding_requests(self) -> int:
+        """Requests submitted and not yet completed (a snapshot). Raises ShutdownError after stop()."""
+
+    @property
     def callback_errors(self) -> int:
         """How many callbacks raised (each was logged to the "fabric_lib" logger)."""
 

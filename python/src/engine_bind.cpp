@@ -50,6 +50,13 @@ void bind_engine(py::module_& m) {
           "Largest message send() may carry and submit_recvs() buffers must hold.")
       .def_property_readonly("stopped", &PyEngine::stopped, "True after stop().")
       .def_property_readonly(
+          "outstanding_requests",
+          [](PyEngine& e) {
+            return e.call_released([](TransferEngine& t) { return t.outstanding_requests(); });
+          },
+          "Requests submitted and not yet completed (a snapshot). Raises ShutdownError after "
+          "stop().")
+      .def_property_readonly(
           "callback_errors", [](PyEngine& e) { return e.hub().errors(); },
           "How many callbacks raised (each was logged to the \"fabric_lib\" logger).")
       .def("reg_mr", &reg_mr, py::arg("obj"), py::arg("length") = py::none(),

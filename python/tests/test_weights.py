@@ -51,7 +51,7 @@ def test_four_trainers_update_two_inference_ranks_and_a_killed_trainer_fails_the
     port = free_port()
     infs = [Peer(wp.inference_role, provider=provider, schedule_json=sched.json, rank=r) for r in range(2)]
     trs = [Peer(wp.trainer_role, provider=provider, schedule_json=sched.json, rank=t, port=port,
-                timeout_s=TIMEOUT_S) for t in range(4)]
+                timeout_s=TIMEOUT_S, victim=t == 3) for t in range(4)]
     try:
         arenas = [p.recv() for p in infs]
         barriers = [p.recv() for p in trs]

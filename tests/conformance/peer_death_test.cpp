@@ -32,6 +32,7 @@
 
 #include "fabric_test/data.hpp"
 #include "fabric_test/sync.hpp"
+#include "fabric_test/victim.hpp"
 #include "fixture.hpp"
 
 namespace fabric::conformance {
@@ -436,26 +437,12 @@ EngineConfig death_config(const std::string& provider) {
   return config;
 }
 
-// The peer that gets SIGSTOPped. libfabric 1.17's shm guards each endpoint's region with a
-// process-shared spinlock that the owner takes in every poll: a peer frozen inside one keeps it,
-// and a writer posting into its region then spins inside the provider until the peer resumes, for
-// good once it is killed (docs/reliability.md#shm-locks). A victim that polls rarely while idle is
-// almost never frozen inside a poll, so the test sees the engine's behaviour, not that lock.
-EngineConfig victim_config(const EngineConfig& config) {
-  EngineConfig victim = config;
-  if (victim.provider == "shm") {
-    victim.idle_spin = std::chrono::microseconds(0);
-    victim.idle_yield = std::chrono::microseconds(0);
-    victim.idle_sleep = std::chrono::milliseconds(20);
-  }
-  return victim;
-}
-
+// The peer that gets SIGSTOPped polls rarely while idle (fabric_test/victim.hpp).
 using PeerDeathTest = ProviderTest;
 
 TEST_P(PeerDeathTest, OutstandingRequestsToAKilledPeerFailInBoundedTimeWhileOthersServe) {
   const EngineConfig cfg = death_config(provider());
-  Peer victim(victim_config(cfg), false);
+  Peer victim(test::victim_config(cfg), false);
   Peer live(cfg, false);
   Peer restarted(cfg, true);
 
@@ -778,7 +765,7 @@ void stop_with_work_outstanding(const std::string& provider, bool kill_first) {
   EngineConfig cfg = death_config(provider);
   // Far beyond the test: only stop() may settle the requests.
   cfg.request_timeout = std::chrono::seconds(60);
-  Peer victim(victim_config(cfg), false);
+  Peer victim(test::victim_config(cfg), false);
 
   ASSERT_ENGINE(engine, cfg);
   std::vector<std::byte> src(kRegion);

@@ -14,6 +14,7 @@
 #include "fabric/kv/sender.hpp"
 #include "fabric_test/data.hpp"
 #include "fabric_test/env.hpp"
+#include "fabric_test/victim.hpp"
 
 namespace fabric::kv::test {
 
@@ -132,14 +133,8 @@ Result<std::unique_ptr<TransferEngine>> make_engine(const Scenario& s, bool stal
   if (s.provider == "verbs") c.backend = Backend::verbs;  // inside the rxe VM
   c.bind_address = "127.0.0.1";
   c.request_timeout = s.request_timeout;
-  if (stalls && s.provider == "shm") {
-    // Poll its own region (under that region's lock) rarely while idle, so that a SIGSTOP
-    // almost never lands inside the poll and stalls the peers that write to it.
-    c.idle_spin = std::chrono::microseconds(0);
-    c.idle_yield = std::chrono::microseconds(0);
-    c.idle_sleep = std::chrono::milliseconds(20);
-  }
-  return TransferEngine::create(c);
+  // The rank that gets SIGSTOPped polls rarely while idle (fabric_test/victim.hpp).
+  return TransferEngine::create(stalls ? fabric::test::victim_config(c) : c);
 }
 
 Status alloc_memory(RankState& st, std::size_t extra_region_bytes) {

@@ -1,4 +1,4 @@
-// A rank that dies mid-iteration: every survivor's dispatch or combine returns
+// A rank that dies mid-run: every survivor's dispatch or combine returns
 // an error naming it within the configured timeout, and the survivors rebuild a
 // group without it (a world size that is not a power of two) that again equals
 // the dense reference.

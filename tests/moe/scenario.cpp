@@ -6,12 +6,15 @@
 #include <algorithm>
 #include <cstdio>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <thread>
 
 #include "fabric/engine.hpp"
 #include "fabric/moe/group.hpp"
 #include "fabric/moe/host_device.hpp"
+#include "fabric_test/victim.hpp"
 #include "ranks.hpp"
 
 namespace fabric::moe::test {
@@ -30,6 +33,22 @@ std::string first_difference(const std::byte* a, const std::byte* b, std::size_t
     if (a[i] != b[i])
       return "first difference at byte " + std::to_string(i) + " of " + std::to_string(n);
   return "equal";
+}
+
+// The victim dies without a word at the start of an iteration, once every WRITE of the previous
+// one has completed. Killed after its dispatch_send instead, it was sometimes inside a post into a
+// peer's region: on libfabric 1.17's shm that leaves the region's process-shared lock held, and
+// the peer's own poll then spins inside the provider for good (docs/reliability.md#shm-locks; the
+// CI failure of 2026-12-01, where gdb showed all three survivors' workers in pthread_spin_lock,
+// timing out on each other). That is the provider's failure, which no engine can undo; this test
+// is about the group's.
+[[noreturn]] void die_when_idle(HostDevice& device, TransferEngine& engine) {
+  (void)device.wait_idle();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (engine.outstanding_requests() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ::raise(SIGKILL);
+  std::abort();
 }
 
 // Runs `iterations` on a group of `config`; the first failure is returned.
@@ -60,9 +79,9 @@ std::optional<Failure> run_iterations(MoeGroup& group, TransferEngine& engine, c
                          std::chrono::steady_clock::now() - started)
                          .count()};
     };
+    if (static_cast<std::int32_t>(config.rank) == die_rank && i == die_at) die_when_idle(device, engine);
     if (auto st = device.dispatch_send(in.x, in.scales, in.topk, in.tokens); !st.ok())
       return fail("dispatch_send", st);
-    if (static_cast<std::int32_t>(config.rank) == die_rank && i == die_at) ::raise(SIGKILL);
     if (auto st = device.dispatch_recv(recv_x, recv_scales, counts); !st.ok())
       return fail("dispatch_recv", st);
     const auto& plan = group.receive_plan();
@@ -118,12 +137,17 @@ std::string stats_line(const MoeGroup& group) {
   return o.str();
 }
 
-Result<std::unique_ptr<TransferEngine>> make_engine(const Scenario& sc) {
+Result<std::unique_ptr<TransferEngine>> make_engine(const Scenario& sc, std::uint32_t rank) {
   EngineConfig ec;
   ec.provider = sc.provider;
   ec.request_timeout = std::chrono::milliseconds(sc.victim >= 0 ? 1000 : 20000);
   ec.drain_timeout = std::chrono::milliseconds(500);
-  return TransferEngine::create(ec);
+  // The rank that dies polls rarely while idle (fabric_test/victim.hpp): killed inside its own
+  // shm poll it would leave its region's lock held, and every survivor that then writes to it
+  // would spin inside the provider for good (the CI failure of 2026-12-01, all three survivors
+  // of ADeadNodePeerIsNamed... timing out on each other).
+  const bool victim = static_cast<std::int32_t>(rank) == sc.victim;
+  return TransferEngine::create(victim ? fabric::test::victim_config(ec) : ec);
 }
 
 }  // namespace
@@ -137,7 +161,7 @@ long long report_value(const std::string& report, const std::string& key) {
 int run_scenario_rank(const Scenario& sc, std::uint32_t rank, Channel& channel) {
   MoeConfig config = sc.config;
   config.rank = rank;
-  auto engine = make_engine(sc);
+  auto engine = make_engine(sc, rank);
   if (!engine.ok()) {
     report(channel, "engine: " + engine.status().to_string());
     return 4;
@@ -175,7 +199,7 @@ int run_scenario_rank(const Scenario& sc, std::uint32_t rank, Channel& channel) 
   next.rank = rank - (static_cast<std::int32_t>(rank) > sc.victim ? 1 : 0);
   next.num_experts = config.num_experts;
   std::fprintf(stderr, "[moe rank %u] old group and engine released, rebuilding\n", rank);
-  auto engine2 = make_engine(sc);
+  auto engine2 = make_engine(sc, rank);
   if (!engine2.ok()) {
     report(channel, "rebuild engine: " + engine2.status().to_string());
     return 7;

@@ -25,8 +25,9 @@ struct Scenario {
   // Check the dispatch output against the reference every this many
   // iterations (combine is checked every iteration; it covers dispatch too).
   std::uint32_t check_dispatch_every = 1;
-  // Failure injection: this rank SIGKILLs itself after dispatch_send of
-  // iteration `die_at` (counting from 0); the others must name it, then
+  // Failure injection: this rank SIGKILLs itself at the start of iteration
+  // `die_at` (counting from 0), once nothing of its own is in flight
+  // (scenario.cpp says why); the others must name it, then
   // rebuild without it and run `iterations_after_rebuild` more.
   std::int32_t victim = -1;
   std::uint32_t die_at = 0;

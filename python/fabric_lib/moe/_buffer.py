@@ -55,7 +55,8 @@ class Buffer:
     the ranks of a dp group pass identical tokens; with node_size > 1 ranks of a node copy
     directly through shared memory. `proxy="thread"` (default) runs the engine-side steps on a
     proxy thread (overflow WRITEs go out as soon as the routes are in); "inline" runs them in
-    the calling thread between the device steps.
+    the calling thread between the device steps. `idle_spin_us`, `idle_yield_us` and
+    `idle_sleep_us` are the engine worker's idle policy (as in `fabric_lib.Engine`).
     """
 
     def __init__(
@@ -86,6 +87,9 @@ class Buffer:
         busy_poll: bool = False,
         bind_address: str = "127.0.0.1",
         proxy: str = "thread",
+        idle_spin_us: int = 50,
+        idle_yield_us: int = 1000,
+        idle_sleep_us: int = 200,
     ) -> None:
         if all_gather is None:
             if store is None:
@@ -106,7 +110,8 @@ class Buffer:
             max_private_tokens=max_private_tokens, dp_size=dp_size, node_size=node_size,
             expert_alignment=expert_alignment, timeout_ms=timeout_ms, host_threads=host_threads,
             request_timeout_ms=request_timeout_ms, record_post_timings=record_post_timings,
-            busy_poll=busy_poll, bind_address=bind_address, proxy=proxy)
+            busy_poll=busy_poll, bind_address=bind_address, proxy=proxy,
+            idle_spin_us=idle_spin_us, idle_yield_us=idle_yield_us, idle_sleep_us=idle_sleep_us)
         layout = self._group.layout()
         self.layout = layout
         self.num_local_experts = layout["local_experts"]

@@ -43,8 +43,12 @@ class Group {
         std::uint32_t max_private_tokens, std::uint32_t dp_size, std::uint32_t node_size,
         std::uint32_t expert_alignment, std::uint32_t timeout_ms, std::uint32_t host_threads,
         std::uint32_t request_timeout_ms, bool record_post_timings, bool busy_poll,
-        const std::string& bind_address, const std::string& proxy) {
+        const std::string& bind_address, const std::string& proxy, std::uint32_t idle_spin_us,
+        std::uint32_t idle_yield_us, std::uint32_t idle_sleep_us) {
     EngineConfig ec;
+    ec.idle_spin = std::chrono::microseconds(idle_spin_us);
+    ec.idle_yield = std::chrono::microseconds(idle_yield_us);
+    ec.idle_sleep = std::chrono::microseconds(idle_sleep_us);
     ec.provider = provider;
     ec.bind_address = bind_address;
     ec.request_timeout = std::chrono::milliseconds(request_timeout_ms);
@@ -169,6 +173,19 @@ class Group {
     check(st);
   }
 
+  // The proxy's last iteration finished (a no-op inline).
+  void wait_idle() {
+    Status st;
+    {
+      py::gil_scoped_release release;
+      st = device_->wait_idle();
+    }
+    check(st);
+  }
+
+  // The engine's requests not yet completed (a snapshot).
+  [[nodiscard]] std::uint32_t outstanding_requests() const { return engine_->outstanding_requests(); }
+
   py::dict layout() {
     auto& g = group();
     const auto& l = g.layout(g.config().rank);
@@ -251,12 +268,14 @@ class Group {
 
 PYBIND11_MODULE(_moe, m) {
   m.doc() = "One rank of a MoE dispatch/combine group on the host device (docs/moe.md).";
+  const EngineConfig engine_defaults;
   py::class_<Group>(m, "Group")
       .def(py::init<std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t,
                     std::uint32_t, py::function, const std::string&, std::uint32_t, std::uint32_t,
                     const std::string&, const std::string&, std::uint32_t, std::uint32_t,
                     std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t, bool,
-                    bool, const std::string&, const std::string&>(),
+                    bool, const std::string&, const std::string&, std::uint32_t, std::uint32_t,
+                    std::uint32_t>(),
            py::arg("rank"), py::arg("world_size"), py::arg("num_experts"), py::arg("hidden"),
            py::arg("max_tokens_per_rank"), py::arg("top_k"), py::arg("all_gather"),
            py::arg("provider") = "shm", py::arg("dispatch_element_bytes") = 2,
@@ -265,7 +284,10 @@ PYBIND11_MODULE(_moe, m) {
            py::arg("dp_size") = 1, py::arg("node_size") = 1, py::arg("expert_alignment") = 1,
            py::arg("timeout_ms") = 10000, py::arg("host_threads") = 1,
            py::arg("request_timeout_ms") = 5000, py::arg("record_post_timings") = false,
-           py::arg("busy_poll") = false, py::arg("bind_address") = "127.0.0.1", py::arg("proxy") = "inline")
+           py::arg("busy_poll") = false, py::arg("bind_address") = "127.0.0.1", py::arg("proxy") = "inline",
+           py::arg("idle_spin_us") = static_cast<std::uint32_t>(engine_defaults.idle_spin.count()),
+           py::arg("idle_yield_us") = static_cast<std::uint32_t>(engine_defaults.idle_yield.count()),
+           py::arg("idle_sleep_us") = static_cast<std::uint32_t>(engine_defaults.idle_sleep.count()))
       .def("dispatch_send", &Group::dispatch_send, py::arg("x"), py::arg("scales"), py::arg("topk_idx"),
            py::arg("tokens"))
       .def("dispatch_recv", &Group::dispatch_recv, py::arg("recv_x"), py::arg("recv_scales"),
@@ -273,6 +295,8 @@ PYBIND11_MODULE(_moe, m) {
       .def("combine_send", &Group::combine_send, py::arg("x"))
       .def("combine_recv", &Group::combine_recv, py::arg("topk_weights"), py::arg("out"))
       .def("quiesce", &Group::quiesce)
+      .def("wait_idle", &Group::wait_idle)
+      .def("outstanding_requests", &Group::outstanding_requests)
       .def("close", &Group::close)
       .def("layout", &Group::layout)
       .def("stats", &Group::stats)
