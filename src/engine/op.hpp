@@ -7,7 +7,7 @@
 #include <variant>
 #include <vector>
 
-#include "core/registration.hpp"
+#include "engine/registration.hpp"
 #include "domain/domain.hpp"
 #include "engine/write_plan.hpp"
 #include "fabric/completion.hpp"

@@ -7,8 +7,8 @@
 #include <unordered_set>
 
 #include "common/log.hpp"
-#include "domain/nic_choice.hpp"
-#include "domain/open_domains.hpp"
+#include "backends/nic_choice.hpp"
+#include "backends/open_domains.hpp"
 #include "engine/callback_thread.hpp"
 #include "engine/validate.hpp"
 #include "engine/abandoned.hpp"

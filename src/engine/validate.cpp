@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/checked.hpp"
-#include "core/registration.hpp"
+#include "engine/registration.hpp"
 
 namespace fabric::engine {
 

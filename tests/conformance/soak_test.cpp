@@ -26,8 +26,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "domain/open_domains.hpp"
-#include "domain/reordering_domain.hpp"
+#include "backends/open_domains.hpp"
+#include "doubles/reordering_domain.hpp"
 #include "fabric_test/sync.hpp"
 #include "fixture.hpp"
 

@@ -10,7 +10,8 @@
 #include <mutex>
 #include <vector>
 
-#include "domain/open_domains.hpp"
+#include "backends/open_domains.hpp"
+#include "doubles/forwarding_domain.hpp"
 #include "engine/abandoned.hpp"
 #include "fabric/fabric.hpp"
 
@@ -48,37 +49,16 @@ struct Gate {
   }
 };
 
-class GatedDomain final : public domain::Domain {
+class GatedDomain final : public domain::ForwardingDomain {
  public:
   GatedDomain(std::unique_ptr<domain::Domain> inner, std::shared_ptr<Gate> gate)
-      : inner_(std::move(inner)), gate_(std::move(gate)) {}
-  [[nodiscard]] std::span<const std::byte> address() const noexcept override {
-    return inner_->address();
-  }
-  [[nodiscard]] const domain::Limits& limits() const noexcept override { return inner_->limits(); }
-  Result<std::unique_ptr<domain::MemoryRegion>> register_memory(const domain::MemorySpan& span,
-                                                                Access access) override {
-    return inner_->register_memory(span, access);
-  }
-  Result<domain::PeerHandle> resolve_peer(std::span<const std::byte> address) override {
-    return inner_->resolve_peer(address);
-  }
-  Status post_write(const domain::WriteDesc& write) override { return inner_->post_write(write); }
-  Status post_send(domain::PeerHandle peer, const void* buf, std::size_t length, void* desc,
-                   domain::Token token) override {
-    return inner_->post_send(peer, buf, length, desc, token);
-  }
-  Status post_recv(void* buf, std::size_t length, void* desc, domain::Token token) override {
-    return inner_->post_recv(buf, length, desc, token);
-  }
+      : ForwardingDomain(std::move(inner)), gate_(std::move(gate)) {}
   std::size_t poll(std::span<domain::Event> out) override {
     gate_->pass();
-    return inner_->poll(out);
+    return inner().poll(out);
   }
-  void close_endpoint() noexcept override { inner_->close_endpoint(); }
 
  private:
-  std::unique_ptr<domain::Domain> inner_;
   std::shared_ptr<Gate> gate_;
 };
 

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "domain/nic_choice.hpp"
+#include "backends/nic_choice.hpp"
 #include "fabric/engine.hpp"
 
 namespace fabric {

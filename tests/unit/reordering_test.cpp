@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "domain/open_domains.hpp"
-#include "domain/reordering_domain.hpp"
+#include "backends/open_domains.hpp"
+#include "doubles/reordering_domain.hpp"
 #include "fabric/fabric.hpp"
 
 namespace fabric {

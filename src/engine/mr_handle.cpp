@@ -1,4 +1,4 @@
-#include "core/registration.hpp"
+#include "engine/registration.hpp"
 #include "fabric/memory.hpp"
 
 namespace fabric {

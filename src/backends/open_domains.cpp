@@ -1,11 +1,11 @@
-#include "domain/open_domains.hpp"
+#include "backends/open_domains.hpp"
 
 #include <fmt/format.h>
 
 #include <mutex>
 
 #include "cuda/driver.hpp"
-#include "domain/nic_choice.hpp"
+#include "backends/nic_choice.hpp"
 #include "libfabric/fi_domain.hpp"
 #include "verbs/verbs_domain.hpp"
 

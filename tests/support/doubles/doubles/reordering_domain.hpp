@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "domain/domain.hpp"
+#include "doubles/forwarding_domain.hpp"
 
 namespace fabric::domain {
 
@@ -34,32 +34,11 @@ struct ReorderStats {
   std::uint64_t max_delay_polls = 0;
 };
 
-class ReorderingDomain final : public Domain {
+class ReorderingDomain final : public ForwardingDomain {
  public:
   ReorderingDomain(std::unique_ptr<Domain> inner, ReorderOptions options);
 
-  [[nodiscard]] std::span<const std::byte> address() const noexcept override {
-    return inner_->address();
-  }
-  [[nodiscard]] const Limits& limits() const noexcept override { return inner_->limits(); }
-  Result<std::unique_ptr<MemoryRegion>> register_memory(const MemorySpan& span,
-                                                        Access access) override {
-    return inner_->register_memory(span, access);
-  }
-  Result<PeerHandle> resolve_peer(std::span<const std::byte> address) override {
-    return inner_->resolve_peer(address);
-  }
-  Status post_write(const WriteDesc& write) override { return inner_->post_write(write); }
-  Status post_send(PeerHandle peer, const void* buf, std::size_t length, void* desc,
-                   Token token) override {
-    return inner_->post_send(peer, buf, length, desc, token);
-  }
-  Status post_recv(void* buf, std::size_t length, void* desc, Token token) override {
-    return inner_->post_recv(buf, length, desc, token);
-  }
-
   std::size_t poll(std::span<Event> out) override;
-  void close_endpoint() noexcept override { inner_->close_endpoint(); }
 
   [[nodiscard]] std::size_t held() const noexcept { return held_.size(); }
   [[nodiscard]] const ReorderStats& stats() const noexcept { return stats_; }
@@ -76,7 +55,6 @@ class ReorderingDomain final : public Domain {
   // Moves held_[i] to out[n]; held_ loses its order (it never had one to keep).
   void release(std::size_t i, std::span<Event> out, std::size_t& n);
 
-  std::unique_ptr<Domain> inner_;
   ReorderOptions options_;
   std::mt19937_64 rng_;
   std::vector<Held> held_;

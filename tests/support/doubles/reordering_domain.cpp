@@ -1,4 +1,4 @@
-#include "domain/reordering_domain.hpp"
+#include "doubles/reordering_domain.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -27,13 +27,13 @@ ReorderStats reorder_totals() {
 }
 
 ReorderingDomain::ReorderingDomain(std::unique_ptr<Domain> inner, ReorderOptions options)
-    : inner_(std::move(inner)), options_(options), rng_(options.seed), batch_(kPullBatch) {
+    : ForwardingDomain(std::move(inner)), options_(options), rng_(options.seed), batch_(kPullBatch) {
   if (options_.max_held == 0) options_.max_held = 1;
   if (options_.release_odds == 0) options_.release_odds = 1;
 }
 
 void ReorderingDomain::pull(std::size_t max) {
-  const std::size_t n = inner_->poll(std::span<Event>(batch_).first(max));
+  const std::size_t n = inner().poll(std::span<Event>(batch_).first(max));
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint64_t due = polls_ + rng_() % (std::uint64_t{options_.max_hold_polls} + 1);
     earliest_due_ = std::min(earliest_due_, due);

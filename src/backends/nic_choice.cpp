@@ -1,4 +1,4 @@
-#include "domain/nic_choice.hpp"
+#include "backends/nic_choice.hpp"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
