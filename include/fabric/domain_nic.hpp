@@ -16,6 +16,9 @@ struct DomainNic {
   // The provider's own name for the device: libfabric's domain_attr->name
   // ("rdmap16s27-rdm", "nic1", "shm") or the verbs device ("mlx5_0").
   std::string device;
+  // Index into Topology::nics when the topology plan chose this device
+  // (EngineConfig::nics empty), else -1.
+  int topology_nic = -1;
 
   // For logs and fabric-info: "nic1 198.18.1.1", "rdmap16s27-rdm".
   [[nodiscard]] std::string to_string() const;

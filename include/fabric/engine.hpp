@@ -39,9 +39,13 @@ struct EngineConfig {
   std::uint32_t domains_per_group = 1;
   // IP-based providers bind here and nowhere else (unless nics names NICs).
   std::string bind_address = "127.0.0.1";
-  // The NIC of each Domain: Domain i opens nics[i]. Empty: every Domain on
-  // bind_address (IP providers) or on the provider's first device. Otherwise
-  // exactly domains_per_group entries, each one of
+  // The NIC of each Domain: Domain i opens nics[i]. Empty: IP providers bind
+  // every Domain to bind_address; efa, the verbs backend (unless
+  // VerbsConfig::device is set) and providers whose domains are named after
+  // NICs open the NICs detect_topology() plans for the group, Domain i on
+  // NIC i mod n (plan_group_nics, fabric/nic_plan.hpp); anything else opens
+  // the provider's first device. Otherwise exactly domains_per_group
+  // entries, which always win over the plan, each one of
   //  - an IP address or a network interface of this host: IP providers (tcp,
   //    sockets, udp) bind Domain i there (an interface: its first IPv4
   //    address), so K Domains can be K real interfaces;

@@ -9,6 +9,7 @@
 #include "fabric/imm_counter.hpp"
 #include "fabric/memory.hpp"
 #include "fabric/net_addr.hpp"
+#include "fabric/nic_plan.hpp"
 #include "fabric/post_timing.hpp"
 #include "fabric/requests.hpp"
 #include "fabric/status.hpp"

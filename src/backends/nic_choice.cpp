@@ -9,6 +9,10 @@
 #include <algorithm>
 #include <optional>
 
+#include "common/log.hpp"
+#include "fabric/backends.hpp"
+#include "fabric/nic_plan.hpp"
+#include "fabric/topology.hpp"
 #include "libfabric/fi_provider.hpp"
 
 namespace fabric {
@@ -97,7 +101,46 @@ Result<std::optional<DomainNic>> as_ip_nic(std::size_t i, const std::string& ent
   return std::optional<DomainNic>(nic);
 }
 
+// The host group's plan (Topology::groups[0], the group whose NUMA node the
+// worker is pinned to) as devices of this provider; `fallback` (the provider
+// default) when the plan gives this group none, or cannot be made here.
+Result<std::vector<DomainNic>> from_topology_plan(const EngineConfig& config,
+                                                  std::vector<DomainNic> fallback) {
+  auto topology = detect_topology(TopologyOptions{});
+  if (!topology || topology->groups.empty()) {
+    log::info("NIC choice: provider default ({})",
+              topology ? "no group planned" : topology.status().to_string());
+    return fallback;
+  }
+  auto choice = plan_group_nics(*topology, topology->groups.front(), config,
+                                provider_devices(config));
+  if (!choice) return choice.status();
+  if (!choice->note.empty()) log::info("NIC choice: {}", choice->note);
+  if (choice->source != NicSource::plan) return fallback;
+  return std::move(choice->domains);
+}
+
 }  // namespace
+
+std::optional<ProviderDevices> provider_devices(const EngineConfig& config) {
+  ProviderDevices out;
+  if (config.backend == Backend::verbs) {
+    out.provider = "verbs";
+    auto ports = list_verbs_ports();
+    if (!ports) return out;
+    for (const auto& p : *ports) {
+      if (!p.active) continue;
+      if (std::find(out.names.begin(), out.names.end(), p.device) == out.names.end()) {
+        out.names.push_back(p.device);
+      }
+    }
+    return out;
+  }
+  auto domains = ofi::list_domains(config.provider);
+  out.provider = std::move(domains.provider);
+  out.names = std::move(domains.names);
+  return out;
+}
 
 std::vector<HostAddress> host_addresses() {
   std::vector<HostAddress> out;
@@ -134,6 +177,9 @@ Result<std::vector<DomainNic>> resolve_nics(const EngineConfig& config) {
       out[i].requested = config.nics.empty() ? "" : config.nics[i];
       out[i].device = config.nics.empty() ? config.verbs.device : config.nics[i];
     }
+    if (config.nics.empty() && config.verbs.device.empty()) {
+      return from_topology_plan(config, std::move(out));
+    }
     return out;
   }
   // "auto" is known only once opened: entries are then taken by their form.
@@ -149,8 +195,11 @@ Result<std::vector<DomainNic>> resolve_nics(const EngineConfig& config) {
           if (a.address == config.bind_address) nic.interface = a.interface;
         }
       }
+      return out;
     }
-    return out;
+    // shm has one domain of its own; every other provider may name NICs.
+    if (prov == "shm") return out;
+    return from_topology_plan(config, std::move(out));
   }
   for (std::size_t i = 0; i < k; ++i) {
     const std::string& entry = config.nics[i];

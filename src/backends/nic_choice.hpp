@@ -2,11 +2,13 @@
 // EngineConfig::nics resolved on this host: the address, interface or device
 // each Domain of a group opens (docs/api.md, "NIC per Domain").
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "fabric/domain_nic.hpp"
 #include "fabric/engine.hpp"
+#include "fabric/nic_plan.hpp"
 
 namespace fabric::domain {
 
@@ -20,8 +22,13 @@ struct HostAddress {
 // Every IPv4 and IPv6 address of every interface, in getifaddrs() order.
 std::vector<HostAddress> host_addresses();
 
+// The devices the configured provider (or the verbs backend) offers here, for
+// plan_group_nics(); nothing is opened.
+std::optional<ProviderDevices> provider_devices(const EngineConfig& config);
+
 // One DomainNic per Domain; an error names the bad entry and lists what the
-// host has instead.
+// host has instead. With nics empty, providers that open named devices get
+// the host group's NICs from the topology plan (plan_group_nics).
 Result<std::vector<DomainNic>> resolve_nics(const EngineConfig& config);
 
 }  // namespace fabric::domain

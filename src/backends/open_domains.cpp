@@ -56,9 +56,13 @@ Result<OpenedDomains> open_backend(const EngineConfig& config) {
   for (std::uint32_t i = 0; i < config.domains_per_group; ++i) {
     DomainNic& nic = out.nics[i];
     auto d = open_one(i, nic);
-    if (!d && !config.nics.empty()) {
+    if (!d && (!config.nics.empty() || nic.topology_nic >= 0)) {
       return Status(d.status().code(),
-                    fmt::format("Domain {} on {}: {}", i, nic.to_string(), d.status().message()));
+                    fmt::format("Domain {} on {}{}: {}", i, nic.to_string(),
+                                config.nics.empty() ? " (topology plan; EngineConfig::nics "
+                                                      "overrides it)"
+                                                    : "",
+                                d.status().message()));
     }
     if (!d) return d.status();
     nic.device = d.value()->limits().device;

@@ -52,6 +52,13 @@ void drop_foreign_signal_handlers() {
   }
 }
 
+// Before the first fi_getinfo, so that providers chaining to the previous
+// handler (shm cleans up its files on SIGSEGV/SIGBUS) chain to the default.
+void check_signals_once() {
+  static std::once_flag signals_checked;
+  std::call_once(signals_checked, drop_foreign_signal_handlers);
+}
+
 // The entry named `domain_name`, or the first one when that is empty.
 Result<const fi_info*> pick_domain(const fi_info* list, const std::string& domain_name) {
   if (domain_name.empty()) return list;
@@ -74,10 +81,7 @@ Result<InfoPtr> getinfo(const std::string& prov, const char* node, bool delivery
   InfoPtr hints = engine_hints(prov, delivery_complete, hmem);
   fi_info* found = nullptr;
   const std::uint64_t flags = node != nullptr ? FI_SOURCE : 0;
-  // Before the first call, so that providers chaining to the previous
-  // handler (shm cleans up its files on SIGSEGV/SIGBUS) chain to the default.
-  static std::once_flag signals_checked;
-  std::call_once(signals_checked, drop_foreign_signal_handlers);
+  check_signals_once();
   int rc = fi_getinfo(kApiVersion, node, nullptr, flags, hints.get(), &found);
   if (rc != 0) {
     return Status(rc == -FI_ENODATA ? Errc::not_found : Errc::provider,
@@ -166,6 +170,25 @@ bool is_ip_provider(std::string_view prov) {
     if (prov.starts_with(p)) return true;
   }
   return false;
+}
+
+ProviderDomains list_domains(const std::string& provider) {
+  ProviderDomains out;
+  out.provider = provider == "auto" ? std::string() : provider_string(provider);
+  InfoPtr hints = engine_hints(out.provider, false, false);
+  fi_info* found = nullptr;
+  check_signals_once();
+  if (fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints.get(), &found) != 0) return out;
+  InfoPtr all(found);
+  if (out.provider.empty()) out.provider = found->fabric_attr->prov_name;
+  for (const fi_info* i = found; i != nullptr; i = i->next) {
+    if (i->domain_attr->name == nullptr || out.provider != i->fabric_attr->prov_name) continue;
+    const std::string name = i->domain_attr->name;
+    if (std::find(out.names.begin(), out.names.end(), name) == out.names.end()) {
+      out.names.push_back(name);
+    }
+  }
+  return out;
 }
 
 Result<InfoPtr> find_provider(const ProviderQuery& query) {

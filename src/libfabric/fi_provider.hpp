@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fabric/status.hpp"
 #include "libfabric/fi_handles.hpp"
@@ -38,5 +39,16 @@ Status cannot_bind(std::string_view provider_string, const std::string& bind_add
 // fi_getinfo for an RDM endpoint with MSG + RMA + remote CQ data and every
 // mr_mode bit the engine can honour; returns the first match.
 Result<InfoPtr> find_provider(const ProviderQuery& query);
+
+// The domains a provider offers for the engine's endpoint (the domain_attr->name
+// of every fi_getinfo match, deduplicated, in libfabric's order), and the
+// provider string they belong to: for "auto", the provider libfabric ranks
+// first. Asked without a node, so IP providers list their interfaces. Empty
+// names when the provider is absent.
+struct ProviderDomains {
+  std::string provider;
+  std::vector<std::string> names;
+};
+ProviderDomains list_domains(const std::string& provider);
 
 }  // namespace fabric::ofi

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "backends/nic_choice.hpp"
+#include "fabric/backends.hpp"
 #include "fabric/engine.hpp"
 
 namespace fabric {
@@ -83,6 +86,40 @@ TEST(NicChoice, NonIpProvidersAndVerbsTakeEntriesAsDeviceNames) {
   ASSERT_TRUE(verbs) << verbs.status().to_string();
   EXPECT_EQ((*verbs)[0].device, "mlx5_0");
   EXPECT_EQ((*verbs)[1].device, "mlx5_1");
+}
+
+// With nics empty, a device comes from this host's topology plan and only if
+// the provider lists it; elsewhere (no RDMA NIC, as on CI) the default stays.
+TEST(NicChoice, WithoutNicsNamedDeviceProvidersGetOnlyDevicesTheyOffer) {
+  EngineConfig v;
+  v.backend = Backend::verbs;
+  v.domains_per_group = 2;
+  auto verbs = resolve_domain_nics(v);
+  ASSERT_TRUE(verbs) << verbs.status().to_string();
+  const auto offered = domain::provider_devices(v);
+  ASSERT_TRUE(offered);
+  for (const auto& n : *verbs) {
+    if (n.device.empty()) continue;  // the backend's own "device i mod count"
+    EXPECT_NE(std::find(offered->names.begin(), offered->names.end(), n.device),
+              offered->names.end())
+        << n.device;
+    EXPECT_GE(n.topology_nic, 0);
+  }
+  EngineConfig e;
+  e.provider = "efa";
+  auto efa = resolve_domain_nics(e);
+  ASSERT_TRUE(efa) << efa.status().to_string();
+  const auto domains = domain::provider_devices(e);
+  ASSERT_TRUE(domains);
+  if (!efa->front().device.empty()) {
+    EXPECT_NE(std::find(domains->names.begin(), domains->names.end(), efa->front().device),
+              domains->names.end());
+  }
+  EngineConfig shm;
+  shm.domains_per_group = 2;
+  auto s = resolve_domain_nics(shm);
+  ASSERT_TRUE(s) << s.status().to_string();
+  for (const auto& n : *s) EXPECT_TRUE(n.device.empty() && n.topology_nic < 0);
 }
 
 TEST(NicChoice, ADomainNameTheProviderLacksFailsCreateWithTheNamesItHas) {

@@ -70,6 +70,36 @@ json provider_json(const ProviderEntry& p) {
           {"hmem", p.hmem}};
 }
 
+json domains_json(const DomainChoice& d) {
+  json groups = json::array();
+  for (const auto& g : d.groups) {
+    if (!g.ok()) {
+      groups.push_back({{"error", g.status().message()}});
+      continue;
+    }
+    json domains = json::array();
+    for (const auto& n : g->domains) {
+      domains.push_back({{"device", n.device},
+                         {"interface", n.interface},
+                         {"address", n.address},
+                         {"requested", n.requested},
+                         {"topology_nic", n.topology_nic < 0 ? json(nullptr) : json(n.topology_nic)}});
+    }
+    groups.push_back({{"gpu", g->gpu < 0 ? json(nullptr) : json(g->gpu)},
+                      {"numa", g->numa},
+                      {"cpus", g->cpus.to_string()},
+                      {"source", fabric::to_string(g->source)},
+                      {"note", g->note},
+                      {"domains", domains}});
+  }
+  const bool verbs = d.config.backend == fabric::Backend::verbs;
+  return {{"backend", verbs ? "verbs" : "libfabric"},
+          {"provider", verbs ? json(nullptr) : json(d.config.provider)},
+          {"domains_per_group", d.config.domains_per_group},
+          {"picked", d.picked},
+          {"groups", groups}};
+}
+
 }  // namespace
 
 json to_json(const Report& r) {
@@ -79,6 +109,7 @@ json to_json(const Report& r) {
   doc["max_nics_per_gpu"] = r.max_nics_per_gpu;
   if (r.topology.ok()) {
     doc["topology"] = topology_json(*r.topology);
+    if (r.domains) doc["domains"] = domains_json(*r.domains);
   } else {
     doc["topology"] = {{"error", r.topology.status().to_string()}};
   }

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -24,13 +25,24 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--json", json, "print JSON instead of text");
   std::vector<std::string> nics;
-  std::string provider = "tcp";
+  std::optional<std::string> provider;
+  std::optional<fabric::Backend> backend;
+  std::optional<int> domains;
   app.add_option("--nics", nics,
                  "show which interface/address/device each Domain would get for these "
                  "EngineConfig::nics entries (one per Domain), e.g. nic0,nic1")
       ->delimiter(',');
-  app.add_option("--provider", provider, "the provider --nics is resolved for")
-      ->capture_default_str();
+  app.add_option("--provider", provider,
+                 "the libfabric provider Domains are chosen for (default: efa for EFA NICs, "
+                 "the verbs backend for other RDMA NICs, shm without NICs; tcp with --nics)");
+  app.add_option("--backend", backend, "libfabric or verbs")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, fabric::Backend>{{"libfabric", fabric::Backend::libfabric},
+                                                 {"verbs", fabric::Backend::verbs}}));
+  app.add_option("--domains", domains,
+                 "Domains per group (EngineConfig::domains_per_group; default: the plan's NICs "
+                 "per group)")
+      ->check(CLI::Range(1, 4));
   CLI11_PARSE(app, argc, argv);
 
   info::Report report;
@@ -43,12 +55,17 @@ int main(int argc, char** argv) {
   report.providers = info::scan_providers();
   report.verbs = info::scan_verbs();
   report.cuda = info::probe_cuda();
+  if (report.topology.ok()) {
+    report.domains = info::choose_domains(
+        *report.topology, {provider, backend, domains, nics, /*live=*/!xml.has_value()});
+  }
   if (!nics.empty()) {
     fabric::EngineConfig config;
-    config.provider = provider;
+    config.backend = backend.value_or(fabric::Backend::libfabric);
+    config.provider = provider.value_or("tcp");
     config.nics = nics;
     config.domains_per_group = static_cast<std::uint32_t>(nics.size());
-    report.nics = info::NicChoice{provider, nics, fabric::resolve_domain_nics(config)};
+    report.nics = info::NicChoice{config.provider, nics, fabric::resolve_domain_nics(config)};
   }
 
   if (json) {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "domain_choice.hpp"
 #include "probes.hpp"
 
 namespace info {
@@ -30,6 +31,9 @@ struct Report {
   VerbsScan verbs;
   CudaProbe cuda;
   std::optional<NicChoice> nics;
+  // The device each Domain of each planned group would open (when the
+  // topology was read).
+  std::optional<DomainChoice> domains;
 };
 
 void print_text(const Report& report);

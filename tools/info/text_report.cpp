@@ -20,6 +20,8 @@ std::string pci_id(std::uint16_t vendor, std::uint16_t device) {
   return fmt::format("{:04x}:{:04x}", vendor, device);
 }
 
+std::string group_name(int gpu) { return gpu < 0 ? "host" : fmt::format("GPU{}", gpu); }
+
 void print_topology(const Topology& t, int max_nics) {
   fmt::print("CPUs       {} ({} cores, {} NUMA node{})\n", t.cpus.to_string(), t.cores,
              t.numa.size(), t.numa.size() == 1 ? "" : "s");
@@ -53,8 +55,38 @@ void print_topology(const Topology& t, int max_nics) {
                           fabric::to_string(a.affinity));
     }
     fmt::print("  group {:<2} {:<6} NUMA {:<2} cpus {:<18} core {:<8} NICs: {}\n", i,
-               g.gpu < 0 ? "host" : fmt::format("GPU{}", g.gpu), g.numa, g.cpus.to_string(),
+               group_name(g.gpu), g.numa, g.cpus.to_string(),
                g.core.to_string(), nics.empty() ? "none (software provider)" : nics);
+  }
+}
+
+void print_domains(const DomainChoice& d) {
+  const auto& c = d.config;
+  const std::string what = c.backend == fabric::Backend::verbs
+                               ? std::string("verbs backend")
+                               : fmt::format("libfabric provider {}", c.provider);
+  fmt::print("Domains    {}, {} per group{}\n", what, c.domains_per_group,
+             d.picked ? " (picked for these NICs; --provider, --backend, --domains)" : "");
+  std::string last_note;
+  for (std::size_t i = 0; i < d.groups.size(); ++i) {
+    const auto& g = d.groups[i];
+    if (!g.ok()) {
+      fmt::print("  group {:<2} error: {}\n", i, g.status().message());
+      continue;
+    }
+    std::string devices;
+    bool named = false;
+    for (const auto& n : g->domains) {
+      devices += (devices.empty() ? "" : ", ") + n.to_string();
+      named = named || !n.device.empty() || !n.address.empty() || !n.requested.empty();
+    }
+    // Domain i is the i-th name; unnamed Domains all open the provider's default.
+    if (!named) devices = "the provider's default";
+    fmt::print("  group {:<2} {:<6} NUMA {:<2} cpus {:<18} Domains: {}{}\n", i,
+               group_name(g->gpu), g->numa, g->cpus.to_string(), devices,
+               named ? fmt::format(" ({})", fabric::to_string(g->source)) : "");
+    if (!g->note.empty() && g->note != last_note) fmt::print("           {}\n", g->note);
+    last_note = g->note;
   }
 }
 
@@ -66,6 +98,7 @@ void print_text(const Report& r) {
   if (r.topology.ok()) {
     fmt::print("Topology of {}\n", r.topology->source);
     print_topology(*r.topology, r.max_nics_per_gpu);
+    if (r.domains) print_domains(*r.domains);
   } else {
     fmt::print("Topology   error: {}\n", r.topology.status().to_string());
   }
