@@ -11,12 +11,16 @@ CallbackThread::CallbackThread() : thread_([this] { run(); }) {}
 
 CallbackThread::~CallbackThread() { stop(); }
 
-void CallbackThread::post(Task task) { tasks_.enqueue(std::move(task)); }
+void CallbackThread::post(Task task) { tasks_.enqueue(Job{std::move(task), {}, {}, false}); }
+
+void CallbackThread::post_completion(OnDone done, Status status) {
+  tasks_.enqueue(Job{{}, std::move(done), std::move(status), true});
+}
 
 void CallbackThread::stop() {
   stopping_.store(true, std::memory_order_release);
   // An empty task wakes the thread at once instead of after its wait timeout.
-  tasks_.enqueue(Task{});
+  tasks_.enqueue(Job{});
   if (thread_.joinable() && !on_this_thread()) thread_.join();
 }
 
@@ -25,21 +29,25 @@ bool CallbackThread::on_this_thread() const noexcept {
 }
 
 void CallbackThread::run() {
-  Task task;
+  Job job;
   for (;;) {
-    if (tasks_.wait_dequeue_timed(task, std::chrono::milliseconds(100))) {
-      if (!task) {
+    if (tasks_.wait_dequeue_timed(job, std::chrono::milliseconds(100))) {
+      if (!job.task && !job.completion) {
         if (stopping_.load(std::memory_order_acquire) && tasks_.size_approx() == 0) return;
         continue;
       }
       try {
-        task();
+        if (job.completion) {
+          job.done.deliver(job.status);
+        } else {
+          job.task();
+        }
       } catch (const std::exception& e) {
         log::error("a user callback threw: {}", e.what());
       } catch (...) {
         log::error("a user callback threw a non-standard exception");
       }
-      task = nullptr;
+      job = Job{};  // drop the callback's captures now, not at the next job
       continue;
     }
     if (stopping_.load(std::memory_order_acquire) && tasks_.size_approx() == 0) return;

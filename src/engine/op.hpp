@@ -1,10 +1,12 @@
 #pragma once
-// One accepted submission while the worker carries it out.
+// One accepted submission while the worker carries it out. Ops are pooled (engine/op_pool.hpp):
+// each plan's vectors keep their capacity from one request to the next, so a request of a size
+// seen before allocates nothing (bounds in op_pool.hpp).
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <variant>
+#include <optional>
 #include <vector>
 
 #include "engine/registration.hpp"
@@ -17,12 +19,16 @@
 
 namespace fabric::engine {
 
+class OpPool;
+
 // steady_clock in nanoseconds, the unit of PostTiming.
 inline std::uint64_t now_ns() noexcept {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                         std::chrono::steady_clock::now().time_since_epoch())
                                         .count());
 }
+
+enum class OpKind : std::uint8_t { single, paged, imm, send, scatter, barrier };
 
 struct SinglePlan {
   std::uint64_t src_offset = 0;
@@ -35,8 +41,6 @@ struct PagedPlan {
   Pages src;
   Pages dst;
 };
-
-struct ImmPlan {};
 
 struct ScatterPlan {
   std::vector<MrDesc> dsts;  // per peer
@@ -54,7 +58,13 @@ struct SendPlan {
 };
 
 struct Op {
-  std::variant<SinglePlan, PagedPlan, ImmPlan, SendPlan, ScatterPlan, BarrierPlan> plan;
+  // Only the plan of `kind` is meaningful; the others keep their storage for later requests.
+  OpKind kind = OpKind::imm;
+  SinglePlan single;
+  PagedPlan paged;
+  ScatterPlan scatter;
+  BarrierPlan barrier;
+  SendPlan send;
   OnDone on_done;
   std::optional<std::uint32_t> imm;
   std::shared_ptr<detail::Registration> src;  // writes with a local source
@@ -69,17 +79,19 @@ struct Op {
   std::uint32_t total = 0;
   std::uint32_t posted = 0;
   std::uint32_t done = 0;
+  std::uint32_t live_index = 0;  // position in the worker's list of live ops
   bool in_pending = false;
   bool delivered = false;  // on_done already ran (timed out); waiting for the provider
   PostTiming timing;       // stamped only when record_post_timings is on
   std::chrono::steady_clock::time_point last_progress;
   Status error;
+  OpPool* pool = nullptr;  // where the op goes back when it is done
 
   [[nodiscard]] bool failed() const noexcept { return !error.ok(); }
   [[nodiscard]] bool fully_posted() const noexcept { return posted == total; }
   // A scatter or barrier posts its other peers' WRITEs past a refused one (Worker::post_some).
   [[nodiscard]] bool posts_past_failure() const noexcept {
-    return std::holds_alternative<ScatterPlan>(plan) || std::holds_alternative<BarrierPlan>(plan);
+    return kind == OpKind::scatter || kind == OpKind::barrier;
   }
   [[nodiscard]] bool posting_over() const noexcept {
     return fully_posted() || (failed() && !posts_past_failure());

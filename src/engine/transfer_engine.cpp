@@ -19,6 +19,8 @@
 namespace fabric {
 
 using engine::Op;
+using engine::OpKind;
+using engine::OpPtr;
 
 struct TransferEngine::Impl {
   EngineConfig config;
@@ -88,7 +90,7 @@ struct TransferEngine::Impl {
     return config.record_post_timings ? engine::now_ns() : 0;
   }
 
-  Status enqueue(std::unique_ptr<Op> op, std::uint64_t called, PostKind kind) {
+  Status enqueue(OpPtr op, std::uint64_t called, PostKind kind) {
     if (config.record_post_timings) {
       op->timing.kind = kind;
       op->timing.called = called;
@@ -308,8 +310,11 @@ Status TransferEngine::submit_send(const NetAddr& to, std::span<const std::byte>
             fmt::format("message of {} bytes exceeds this engine's max_message_size of {}",
                         message.size(), impl_->config.max_message_size)};
   }
-  auto op = std::make_unique<Op>();
-  op->plan = engine::SendPlan{to, std::vector<std::byte>(message.begin(), message.end()), -1};
+  OpPtr op = impl_->worker->new_op();
+  op->kind = OpKind::send;
+  // Assigned into the pooled Op's storage: no allocation once it has held a message this long.
+  op->send.to = to;
+  op->send.message.assign(message.begin(), message.end());
   op->on_done = std::move(on_done);
   return impl_->enqueue(std::move(op), called, PostKind::send);
 }
@@ -342,11 +347,15 @@ Status TransferEngine::submit_single_write(const SingleWrite& request, OnDone on
   Impl::Entry entry(*impl_);
   if (!entry.open()) return Impl::shut();
   if (auto st = engine::check_single_write(request, impl_->identity); !st.ok()) return st;
-  auto pieces = engine::plan_single_write(request.length, request.routing,
-                                          static_cast<std::uint32_t>(num_domains()));
-  if (!pieces) return pieces.status();
-  auto op = std::make_unique<Op>();
-  op->plan = engine::SinglePlan{request.src.offset, request.dst.offset, std::move(pieces).value()};
+  OpPtr op = impl_->worker->new_op();
+  op->kind = OpKind::single;
+  if (auto st = engine::plan_single_write_into(op->single.pieces, request.length, request.routing,
+                                               static_cast<std::uint32_t>(num_domains()));
+      !st.ok()) {
+    return st;
+  }
+  op->single.src_offset = request.src.offset;
+  op->single.dst_offset = request.dst.offset;
   op->on_done = std::move(on_done);
   op->imm = request.imm;
   op->src = request.src.mr.registration();
@@ -359,8 +368,11 @@ Status TransferEngine::submit_paged_writes(const PagedWrite& request, OnDone on_
   Impl::Entry entry(*impl_);
   if (!entry.open()) return Impl::shut();
   if (auto st = engine::check_paged_write(request, impl_->identity); !st.ok()) return st;
-  auto op = std::make_unique<Op>();
-  op->plan = engine::PagedPlan{request.page_length, request.src_pages, request.dst_pages};
+  OpPtr op = impl_->worker->new_op();
+  op->kind = OpKind::paged;
+  op->paged.page_length = request.page_length;
+  op->paged.src = request.src_pages;  // copy-assigned: reuses the pooled Op's storage
+  op->paged.dst = request.dst_pages;
   op->on_done = std::move(on_done);
   op->imm = request.imm;
   op->src = request.src.registration();
@@ -373,8 +385,8 @@ Status TransferEngine::submit_imm(std::uint32_t imm, const MrDesc& dst, OnDone o
   Impl::Entry entry(*impl_);
   if (!entry.open()) return Impl::shut();
   if (auto st = engine::check_remote(dst, impl_->identity); !st.ok()) return st;
-  auto op = std::make_unique<Op>();
-  op->plan = engine::ImmPlan{};
+  OpPtr op = impl_->worker->new_op();
+  op->kind = OpKind::imm;
   op->on_done = std::move(on_done);
   op->imm = imm;
   op->dst = dst;
@@ -508,25 +520,27 @@ Status TransferEngine::submit_scatter(const Scatter& request, OnDone on_done) {
   if (auto st = engine::check_source(request.src, impl_->identity); !st.ok()) return st;
   const auto k = static_cast<std::uint32_t>(num_domains());
   if (auto st = engine::check_scatter_routing(request.routing, k); !st.ok()) return st;
-  std::vector<MrDesc> dsts;
-  dsts.reserve(request.slices.size());
   for (std::size_t i = 0; i < request.slices.size(); ++i) {
     const ScatterSlice& s = request.slices[i];
     Status st = engine::check_remote(s.dst, impl_->identity);
     if (st.ok()) st = engine::check_local_range(request.src, s.src_offset, s.length);
     if (st.ok()) st = engine::check_remote_range(s.dst, s.dst_offset, s.length);
     if (!st.ok()) return {st.code(), fmt::format("slice {}: {}", i, st.message())};
-    dsts.push_back(s.dst);
   }
-  if (auto st = impl_->check_group(request.group, dsts.size(),
-                                   [&](std::size_t i) -> const NetAddr& { return dsts[i].owner(); });
+  const auto& slices = request.slices;
+  if (auto st = impl_->check_group(
+          request.group, slices.size(),
+          [&](std::size_t i) -> const NetAddr& { return slices[i].dst.owner(); });
       !st.ok()) {
     return st;
   }
-  auto pieces = engine::plan_scatter(request.slices, request.routing, k);
-  if (!pieces) return pieces.status();
-  auto op = std::make_unique<Op>();
-  op->plan = engine::ScatterPlan{std::move(dsts), std::move(pieces).value()};
+  OpPtr op = impl_->worker->new_op();
+  op->kind = OpKind::scatter;
+  if (auto st = engine::plan_scatter_into(op->scatter.pieces, slices, request.routing, k);
+      !st.ok()) {
+    return st;
+  }
+  for (const ScatterSlice& s : slices) op->scatter.dsts.push_back(s.dst);
   op->on_done = std::move(on_done);
   op->imm = request.imm;
   op->src = request.src.registration();
@@ -549,8 +563,9 @@ Status TransferEngine::submit_barrier(const Barrier& request, OnDone on_done) {
       !st.ok()) {
     return st;
   }
-  auto op = std::make_unique<Op>();
-  op->plan = engine::BarrierPlan{request.dsts};
+  OpPtr op = impl_->worker->new_op();
+  op->kind = OpKind::barrier;
+  op->barrier.dsts.assign(request.dsts.begin(), request.dsts.end());
   op->on_done = std::move(on_done);
   op->imm = request.imm;
   if (request.group) op->group = request.group->id;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -76,7 +77,7 @@ bool Worker::admit() noexcept {
   return true;
 }
 
-void Worker::submit(std::unique_ptr<Op> op) {
+void Worker::submit(OpPtr op) {
   submissions_.enqueue(std::move(op));
   wake();
 }
@@ -178,12 +179,12 @@ bool Worker::drain_tasks() {
 }
 
 bool Worker::drain_submissions() {
-  std::array<std::unique_ptr<Op>, kSubmissionBatch> batch;
+  std::array<OpPtr, kSubmissionBatch> batch;
   const std::size_t n = submissions_.try_dequeue_bulk(batch.begin(), batch.size());
   for (std::size_t i = 0; i < n; ++i) {
     Op* op = batch[i].release();
     if (config_.record_post_timings) op->timing.picked_up = now_ns();
-    live_.insert(op);
+    add_live(op);
     start_op(op);
   }
   return n > 0;
@@ -197,7 +198,7 @@ bool Worker::progress_pending() {
     auto slot = staging_->acquire();
     if (!slot) break;
     waiting_for_staging_.pop_front();
-    auto& send = std::get<SendPlan>(op->plan);
+    SendPlan& send = op->send;
     send.slot = *slot;
     std::memcpy(staging_->data(*slot), send.message.data(), send.message.size());
     op->in_pending = true;
@@ -259,26 +260,30 @@ void Worker::start_op(Op* op) {
     return;
   }
 
-  std::visit(
-      [op](auto& plan) {
-        using T = std::decay_t<decltype(plan)>;
-        if constexpr (std::is_same_v<T, SinglePlan> || std::is_same_v<T, ScatterPlan>) {
-          op->total = static_cast<std::uint32_t>(plan.pieces.size());
-        } else if constexpr (std::is_same_v<T, PagedPlan>) {
-          op->total = static_cast<std::uint32_t>(plan.src.indices.size());
-        } else if constexpr (std::is_same_v<T, BarrierPlan>) {
-          op->total = static_cast<std::uint32_t>(plan.dsts.size());
-        } else {
-          op->total = 1;
-        }
-      },
-      op->plan);
+  switch (op->kind) {
+    case OpKind::single:
+      op->total = static_cast<std::uint32_t>(op->single.pieces.size());
+      break;
+    case OpKind::scatter:
+      op->total = static_cast<std::uint32_t>(op->scatter.pieces.size());
+      break;
+    case OpKind::paged:
+      op->total = static_cast<std::uint32_t>(op->paged.src.indices.size());
+      break;
+    case OpKind::barrier:
+      op->total = static_cast<std::uint32_t>(op->barrier.dsts.size());
+      break;
+    case OpKind::imm:
+    case OpKind::send:
+      op->total = 1;
+      break;
+  }
   if (op->total == 0) {
     finish(op);
     return;
   }
 
-  if (auto* send = std::get_if<SendPlan>(&op->plan); send && staging_) {
+  if (SendPlan* send = op->kind == OpKind::send ? &op->send : nullptr; send && staging_) {
     auto slot = staging_->acquire();
     if (!slot) {
       waiting_for_staging_.push_back(op);
@@ -311,28 +316,41 @@ Status Worker::resolve_peers(Op* op) {
     return Status::success();
   }
   // The owners whose Domains this op writes to, in peer order.
-  std::vector<const NetAddr*> owners;
-  std::visit(
-      [&](auto& plan) {
-        using T = std::decay_t<decltype(plan)>;
-        if constexpr (std::is_same_v<T, SendPlan>) {
-          owners.push_back(&plan.to);
-        } else if constexpr (std::is_same_v<T, ScatterPlan> || std::is_same_v<T, BarrierPlan>) {
-          for (const MrDesc& dst : plan.dsts) owners.push_back(&dst.owner());
-        } else {
-          owners.push_back(&op->dst.owner());
-        }
-      },
-      op->plan);
-  op->own_peers.resize(owners.size() * k);
-  for (std::size_t p = 0; p < owners.size(); ++p) {
-    for (std::size_t d = 0; d < k; ++d) {
-      auto handle = domains_[d]->resolve_peer(owners[p]->domain_address(d));
-      if (!handle) return handle.status();
-      op->own_peers[p * k + d] = *handle;
+  const std::vector<MrDesc>* dsts = op->kind == OpKind::scatter   ? &op->scatter.dsts
+                                    : op->kind == OpKind::barrier ? &op->barrier.dsts
+                                                                  : nullptr;
+  if (dsts != nullptr) {
+    op->own_peers.resize(dsts->size() * k);
+    for (std::size_t p = 0; p < dsts->size(); ++p) {
+      if (auto st = resolve_owner((*dsts)[p].owner(), op->own_peers.data() + p * k); !st.ok()) {
+        return st;
+      }
     }
+  } else {
+    op->own_peers.resize(k);
+    const NetAddr& owner = op->kind == OpKind::send ? op->send.to : op->dst.owner();
+    if (auto st = resolve_owner(owner, op->own_peers.data()); !st.ok()) return st;
   }
   op->peers = op->own_peers.data();
+  return Status::success();
+}
+
+Status Worker::resolve_owner(const NetAddr& owner, domain::PeerHandle* out) {
+  const std::size_t k = domains_.size();
+  if (auto it = peer_cache_.find(owner.instance_id());
+      it != peer_cache_.end() && it->second.address == owner) {
+    std::copy_n(it->second.handles.begin(), k, out);
+    return Status::success();
+  }
+  CachedPeer resolved;
+  for (std::size_t d = 0; d < k; ++d) {
+    auto handle = domains_[d]->resolve_peer(owner.domain_address(d));
+    if (!handle) return handle.status();
+    resolved.handles[d] = *handle;
+  }
+  std::copy_n(resolved.handles.begin(), k, out);
+  resolved.address = owner;
+  peer_cache_.insert_or_assign(owner.instance_id(), std::move(resolved));
   return Status::success();
 }
 
@@ -352,6 +370,9 @@ Result<std::uint64_t> Worker::add_peer_group(const std::vector<NetAddr>& peers) 
 }
 
 Status Worker::fence_peer(const NetAddr& peer) {
+  // The Domains forget the peer's address; so does the cache, or the next request would use
+  // the handle they dropped.
+  peer_cache_.erase(peer.instance_id());
   for (std::size_t d = 0; d < domains_.size(); ++d) {
     if (auto st = domains_[d]->fence_peer(peer.domain_address(d)); !st.ok()) return st;
   }
@@ -385,76 +406,82 @@ bool Worker::post_some(Op* op, std::uint32_t max_wrs) {
 Status Worker::post_one(Op* op) {
   const std::uint32_t i = op->posted;
   const auto keys = op->dst.keys();
+  const auto local = [&](std::uint64_t offset) {
+    return static_cast<const std::byte*>(op->src->ptr) + offset;
+  };
   std::uint32_t d = 0;
   std::uint32_t peer = 0;
   std::optional<std::uint64_t> rkey;
+  domain::WriteDesc w;
+  w.imm = op->imm;
+  w.token = op_token(op);
+  switch (op->kind) {
+    case OpKind::single: {
+      const SinglePlan& plan = op->single;
+      const WritePiece& piece = plan.pieces[i];
+      d = piece.domain;
+      w.local = local(plan.src_offset + piece.offset);
+      w.length = piece.length;
+      w.local_desc = op->src->regions[d]->local_desc();
+      w.remote_addr = keys[d].addr_base + plan.dst_offset + piece.offset;
+      break;
+    }
+    case OpKind::paged: {
+      const PagedPlan& plan = op->paged;
+      d = static_cast<std::uint32_t>(i % domains_.size());
+      w.local = local(plan.src.offset + std::uint64_t{plan.src.indices[i]} * plan.src.stride);
+      w.length = plan.page_length;
+      w.local_desc = op->src->regions[d]->local_desc();
+      w.remote_addr =
+          keys[d].addr_base + plan.dst.offset + std::uint64_t{plan.dst.indices[i]} * plan.dst.stride;
+      break;
+    }
+    case OpKind::imm:
+      w.local = scratch_.get();
+      w.length = 0;
+      w.local_desc = scratch_regions_[0]->local_desc();
+      w.remote_addr = keys[0].addr_base;
+      break;
+    case OpKind::scatter: {
+      const ScatterPiece& piece = op->scatter.pieces[i];
+      d = piece.domain;
+      peer = piece.peer;
+      const RemoteKey& key = op->scatter.dsts[peer].keys()[d];
+      w.local = local(piece.src_offset);
+      w.length = piece.length;
+      w.local_desc = op->src->regions[d]->local_desc();
+      w.remote_addr = key.addr_base + piece.dst_offset;
+      rkey = key.rkey;
+      break;
+    }
+    case OpKind::barrier: {
+      d = static_cast<std::uint32_t>(i % domains_.size());
+      peer = i;
+      const RemoteKey& key = op->barrier.dsts[peer].keys()[d];
+      w.local = scratch_.get();
+      w.length = 0;
+      w.local_desc = scratch_regions_[d]->local_desc();
+      w.remote_addr = key.addr_base;
+      rkey = key.rkey;
+      break;
+    }
+    case OpKind::send:
+      break;
+  }
   Status st;
-  std::visit(
-      [&](auto& plan) {
-        using T = std::decay_t<decltype(plan)>;
-        domain::WriteDesc w;
-        w.imm = op->imm;
-        w.token = op_token(op);
-        if constexpr (std::is_same_v<T, SinglePlan>) {
-          const WritePiece& piece = plan.pieces[i];
-          d = piece.domain;
-          w.local = static_cast<const std::byte*>(op->src->ptr) + plan.src_offset + piece.offset;
-          w.length = piece.length;
-          w.local_desc = op->src->regions[d]->local_desc();
-          w.remote_addr = keys[d].addr_base + plan.dst_offset + piece.offset;
-        } else if constexpr (std::is_same_v<T, PagedPlan>) {
-          d = static_cast<std::uint32_t>(i % domains_.size());
-          w.local = static_cast<const std::byte*>(op->src->ptr) + plan.src.offset +
-                    std::uint64_t{plan.src.indices[i]} * plan.src.stride;
-          w.length = plan.page_length;
-          w.local_desc = op->src->regions[d]->local_desc();
-          w.remote_addr =
-              keys[d].addr_base + plan.dst.offset + std::uint64_t{plan.dst.indices[i]} * plan.dst.stride;
-        } else if constexpr (std::is_same_v<T, ImmPlan>) {
-          w.local = scratch_.get();
-          w.length = 0;
-          w.local_desc = scratch_regions_[0]->local_desc();
-          w.remote_addr = keys[0].addr_base;
-        } else if constexpr (std::is_same_v<T, ScatterPlan>) {
-          const ScatterPiece& piece = plan.pieces[i];
-          d = piece.domain;
-          peer = piece.peer;
-          const RemoteKey& key = plan.dsts[peer].keys()[d];
-          w.local = static_cast<const std::byte*>(op->src->ptr) + piece.src_offset;
-          w.length = piece.length;
-          w.local_desc = op->src->regions[d]->local_desc();
-          w.remote_addr = key.addr_base + piece.dst_offset;
-          rkey = key.rkey;
-        } else if constexpr (std::is_same_v<T, BarrierPlan>) {
-          d = static_cast<std::uint32_t>(i % domains_.size());
-          peer = i;
-          const RemoteKey& key = plan.dsts[peer].keys()[d];
-          w.local = scratch_.get();
-          w.length = 0;
-          w.local_desc = scratch_regions_[d]->local_desc();
-          w.remote_addr = key.addr_base;
-          rkey = key.rkey;
-        }
-        if constexpr (std::is_same_v<T, SendPlan>) {
-          if (tx_in_flight_[0] >= domains_[0]->limits().tx_depth) {
-            st = Status(Errc::again, {});
-            return;
-          }
-          const void* buf = staging_ ? static_cast<const void*>(staging_->data(plan.slot))
-                                     : static_cast<const void*>(plan.message.data());
-          void* desc = staging_ ? staging_->desc() : nullptr;
-          st = domains_[0]->post_send(op->peers[0], buf, plan.message.size(), desc, op_token(op));
-        } else {
-          if (tx_in_flight_[d] >= domains_[d]->limits().tx_depth) {
-            st = Status(Errc::again, {});
-            return;
-          }
-          w.peer = op->peers[std::size_t{peer} * domains_.size() + d];
-          w.rkey = rkey ? *rkey : keys[d].rkey;
-          st = domains_[d]->post_write(w);
-        }
-      },
-      op->plan);
+  if (op->kind == OpKind::send) {
+    const SendPlan& plan = op->send;
+    if (tx_in_flight_[0] >= domains_[0]->limits().tx_depth) return Status(Errc::again, {});
+    const void* buf = staging_ ? static_cast<const void*>(staging_->data(plan.slot))
+                               : static_cast<const void*>(plan.message.data());
+    void* desc = staging_ ? staging_->desc() : nullptr;
+    st = domains_[0]->post_send(op->peers[0], buf, plan.message.size(), desc, op_token(op));
+  } else {
+    if (tx_in_flight_[d] >= domains_[d]->limits().tx_depth) return Status(Errc::again, {});
+    w.peer = op->peers[std::size_t{peer} * domains_.size() + d];
+    w.rkey = rkey ? *rkey : keys[d].rkey;
+    st = domains_[d]->post_write(w);
+  }
   if (st.ok()) {
     ++op->posted;
     ++tx_in_flight_[d];
@@ -497,7 +524,8 @@ void Worker::deliver(Op* op) {
   op->delivered = true;
   outstanding_.fetch_sub(1, std::memory_order_acq_rel);
   if (op->on_done.needs_callback_thread()) {
-    callbacks_.post([done = std::move(op->on_done), st = op->error]() mutable { done.deliver(st); });
+    // A completion record, not a task: no closure to allocate per request.
+    callbacks_.post_completion(std::move(op->on_done), op->error);
   } else {
     op->on_done.deliver(op->error);
   }
@@ -506,11 +534,23 @@ void Worker::deliver(Op* op) {
 void Worker::finish(Op* op) {
   deliver(op);
   if (op->src) release_registration_use(*op->src);
-  if (auto* send = std::get_if<SendPlan>(&op->plan); send && send->slot >= 0 && staging_) {
-    staging_->release(send->slot);
+  if (op->kind == OpKind::send && op->send.slot >= 0 && staging_) {
+    staging_->release(op->send.slot);
   }
-  live_.erase(op);
-  delete op;
+  remove_live(op);
+  pool_.release(op);
+}
+
+void Worker::add_live(Op* op) {
+  op->live_index = static_cast<std::uint32_t>(live_.size());
+  live_.push_back(op);
+}
+
+void Worker::remove_live(Op* op) {
+  Op* last = live_.back();
+  live_[op->live_index] = last;
+  last->live_index = op->live_index;
+  live_.pop_back();
 }
 
 Clock::time_point Worker::last_heard(const Op* op) const {

@@ -5,6 +5,7 @@
 
 #include <concurrentqueue/concurrentqueue.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -25,7 +26,9 @@
 #include "engine/callback_thread.hpp"
 #include "engine/imm_table.hpp"
 #include "engine/op.hpp"
+#include "engine/op_pool.hpp"
 #include "engine/recv_pool.hpp"
+#include "engine/ring_queue.hpp"
 #include "engine/send_staging.hpp"
 #include "fabric/engine.hpp"
 
@@ -52,7 +55,9 @@ class Worker {
   // --- any thread ---
   // Reserves room for one more outstanding request; false is back-pressure.
   [[nodiscard]] bool admit() noexcept;
-  void submit(std::unique_ptr<Op> op);
+  // A recycled (or new) Op to fill in and submit.
+  [[nodiscard]] OpPtr new_op() { return pool_.acquire(); }
+  void submit(OpPtr op);
   [[nodiscard]] std::uint32_t outstanding() const noexcept {
     return outstanding_.load(std::memory_order_acquire);
   }
@@ -88,6 +93,9 @@ class Worker {
   bool poll_domains();
   void start_op(Op* op);
   Status resolve_peers(Op* op);
+  // The owner's handle on each Domain into out[0, K): from the peer cache, resolving (once per
+  // engine instance) on a miss.
+  Status resolve_owner(const NetAddr& owner, domain::PeerHandle* out);
   // Posts WRs of op while the provider accepts them; false once blocked.
   bool post_some(Op* op, std::uint32_t max_wrs);
   Status post_one(Op* op);
@@ -114,7 +122,9 @@ class Worker {
   EngineConfig config_;
   CallbackThread& callbacks_;
 
-  moodycamel::ConcurrentQueue<std::unique_ptr<Op>> submissions_;
+  // Before the queue: Ops still queued go back to the pool when the queue is destroyed.
+  OpPool pool_;
+  moodycamel::ConcurrentQueue<OpPtr> submissions_;
   moodycamel::ConcurrentQueue<Task> tasks_;
   std::atomic<std::uint32_t> outstanding_{0};
   std::atomic<bool> stop_requested_{false};
@@ -128,8 +138,11 @@ class Worker {
   bool joined_ = true;
 
   // Worker-thread state.
-  std::unordered_set<Op*> live_;
-  std::deque<Op*> pending_;
+  // Every op the worker holds; each knows its index (Op::live_index) for O(1) removal.
+  std::vector<Op*> live_;
+  void add_live(Op* op);
+  void remove_live(Op* op);
+  RingQueue<Op*> pending_;
   std::vector<std::uint32_t> tx_in_flight_;  // per Domain
   // Per Domain: when each peer last completed an operation of ours. A request waiting behind
   // others to the same peer (a deep window on a slow link) is not stalled while they complete.
@@ -153,6 +166,14 @@ class Worker {
   std::mutex timings_mutex_;
   std::vector<PostTiming> timings_;
   std::unordered_map<std::uint64_t, std::vector<domain::PeerHandle>> peer_groups_;
+  // Peers resolved so far, by NetAddr::instance_id (a restarted peer has a new one). The
+  // address is kept to check a hit: two engines never share an instance id, but a forged or
+  // corrupted descriptor could.
+  struct CachedPeer {
+    NetAddr address;
+    std::array<domain::PeerHandle, NetAddr::kMaxDomains> handles{};
+  };
+  std::unordered_map<std::uint64_t, CachedPeer> peer_cache_;
   // GPU allocations registered so far, by (device, base, size, access): later
   // tensors of the same allocation reuse these regions while any is alive.
   std::map<std::tuple<int, std::uintptr_t, std::size_t, std::uint32_t>,

@@ -4,10 +4,22 @@
 
 namespace fabric::engine {
 
-Result<std::vector<WritePiece>> plan_single_write(std::uint64_t length,
-                                                  const WriteRouting& routing,
-                                                  std::uint32_t num_domains,
-                                                  std::uint64_t max_write) {
+namespace {
+
+WritePiece make_piece(WritePiece*, std::uint64_t offset, std::uint64_t length,
+                      std::uint32_t domain) {
+  return {offset, length, domain};
+}
+// A scatter's piece before its peer and slice offsets are filled in.
+ScatterPiece make_piece(ScatterPiece*, std::uint64_t offset, std::uint64_t length,
+                        std::uint32_t domain) {
+  return {0, domain, offset, offset, length};
+}
+
+// The sharding of one write, appended to `out` (both piece types share it).
+template <typename Piece>
+Status plan_pieces(std::vector<Piece>& out, std::uint64_t length, const WriteRouting& routing,
+                   std::uint32_t num_domains, std::uint64_t max_write) {
   std::uint32_t shards = 1;
   std::uint32_t first_domain = 0;
   if (routing.mode == WriteRouting::Mode::pin) {
@@ -28,8 +40,6 @@ Result<std::vector<WritePiece>> plan_single_write(std::uint64_t length,
                                                       static_cast<unsigned>(routing.mode)));
   }
 
-  std::vector<WritePiece> pieces;
-  pieces.reserve(shards);
   const std::uint64_t base_len = length / shards;
   const std::uint64_t longer = length % shards;
   std::uint64_t offset = 0;
@@ -40,12 +50,32 @@ Result<std::vector<WritePiece>> plan_single_write(std::uint64_t length,
     std::uint64_t left = shard_len;
     do {
       const std::uint64_t part = left < max_write ? left : max_write;
-      pieces.push_back({offset, part, domain});
+      out.push_back(make_piece(static_cast<Piece*>(nullptr), offset, part, domain));
       offset += part;
       left -= part;
     } while (left > 0);
   }
+  return Status::success();
+}
+
+}  // namespace
+
+Result<std::vector<WritePiece>> plan_single_write(std::uint64_t length,
+                                                  const WriteRouting& routing,
+                                                  std::uint32_t num_domains,
+                                                  std::uint64_t max_write) {
+  std::vector<WritePiece> pieces;
+  if (auto st = plan_single_write_into(pieces, length, routing, num_domains, max_write);
+      !st.ok()) {
+    return st;
+  }
   return pieces;
+}
+
+Status plan_single_write_into(std::vector<WritePiece>& out, std::uint64_t length,
+                              const WriteRouting& routing, std::uint32_t num_domains,
+                              std::uint64_t max_write) {
+  return plan_pieces(out, length, routing, num_domains, max_write);
 }
 
 Result<std::vector<ScatterPiece>> plan_scatter(const std::vector<ScatterSlice>& slices,
@@ -53,7 +83,17 @@ Result<std::vector<ScatterPiece>> plan_scatter(const std::vector<ScatterSlice>& 
                                                std::uint32_t num_domains,
                                                std::uint64_t max_write) {
   std::vector<ScatterPiece> out;
-  out.reserve(slices.size() * (routing.mode == ScatterRouting::Mode::shard_bytes ? num_domains : 1));
+  if (auto st = plan_scatter_into(out, slices, routing, num_domains, max_write); !st.ok()) {
+    return st;
+  }
+  return out;
+}
+
+Status plan_scatter_into(std::vector<ScatterPiece>& out, const std::vector<ScatterSlice>& slices,
+                         const ScatterRouting& routing, std::uint32_t num_domains,
+                         std::uint64_t max_write) {
+  out.reserve(out.size() +
+              slices.size() * (routing.mode == ScatterRouting::Mode::shard_bytes ? num_domains : 1));
   for (std::uint32_t p = 0; p < slices.size(); ++p) {
     const ScatterSlice& s = slices[p];
     WriteRouting per_peer;
@@ -71,13 +111,19 @@ Result<std::vector<ScatterPiece>> plan_scatter(const std::vector<ScatterSlice>& 
         return Status(Errc::invalid_argument, fmt::format("undefined ScatterRouting::Mode {}",
                                                           static_cast<unsigned>(routing.mode)));
     }
-    auto pieces = plan_single_write(s.length, per_peer, num_domains, max_write);
-    if (!pieces) return pieces.status();
-    for (const WritePiece& w : *pieces) {
-      out.push_back({p, w.domain, s.src_offset + w.offset, s.dst_offset + w.offset, w.length});
+    // Planned in place: the peer's pieces go straight into `out`, then get their offsets.
+    const std::size_t first = out.size();
+    if (auto st = plan_pieces(out, s.length, per_peer, num_domains, max_write); !st.ok()) {
+      return st;
+    }
+    for (std::size_t i = first; i < out.size(); ++i) {
+      ScatterPiece& piece = out[i];
+      piece.peer = p;
+      piece.src_offset += s.src_offset;
+      piece.dst_offset += s.dst_offset;
     }
   }
-  return out;
+  return Status::success();
 }
 
 }  // namespace fabric::engine

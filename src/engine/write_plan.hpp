@@ -25,6 +25,11 @@ Result<std::vector<WritePiece>> plan_single_write(std::uint64_t length,
                                                   const WriteRouting& routing,
                                                   std::uint32_t num_domains,
                                                   std::uint64_t max_write = kMaxWriteBytes);
+// The same, appended to `out`: the engine plans into a pooled Op's vector, whose storage
+// outlives the request, so planning allocates nothing once it has grown.
+Status plan_single_write_into(std::vector<WritePiece>& out, std::uint64_t length,
+                              const WriteRouting& routing, std::uint32_t num_domains,
+                              std::uint64_t max_write = kMaxWriteBytes);
 
 // One WRITE of a scatter: which peer, which Domain, which bytes.
 struct ScatterPiece {
@@ -40,5 +45,9 @@ Result<std::vector<ScatterPiece>> plan_scatter(const std::vector<ScatterSlice>& 
                                                const ScatterRouting& routing,
                                                std::uint32_t num_domains,
                                                std::uint64_t max_write = kMaxWriteBytes);
+// The same, appended to `out` (see plan_single_write_into).
+Status plan_scatter_into(std::vector<ScatterPiece>& out, const std::vector<ScatterSlice>& slices,
+                         const ScatterRouting& routing, std::uint32_t num_domains,
+                         std::uint64_t max_write = kMaxWriteBytes);
 
 }  // namespace fabric::engine
