@@ -23,6 +23,8 @@ if [[ "${1:-}" != demo ]]; then
     iproute2 nftables
     # scripts/vllm-venv.sh (the vLLM connector test) builds a venv from Debian's interpreter.
     python3-venv
+    # scripts/hot-path-instructions.sh counts instructions per request with callgrind.
+    valgrind
   )
 fi
 # scripts/run-fuzzers.sh also needs clang and its libFuzzer runtime.

@@ -23,7 +23,11 @@ void reset(Op& op) {
   recycle(op.scatter.pieces, kRetainedPieces);
   recycle(op.barrier.dsts, kRetainedPeers);
   recycle(op.send.message, kRetainedMessageBytes);
-  recycle(op.own_peers, kRetainedPeers * NetAddr::kMaxDomains);
+  // Not emptied: resolve_peers overwrites every entry it uses, and resizing to the same size
+  // costs nothing.
+  if (op.own_peers.capacity() > kRetainedPeers * NetAddr::kMaxDomains) {
+    std::vector<domain::PeerHandle>().swap(op.own_peers);
+  }
   op.send.slot = -1;
   op.on_done = OnDone{};
   op.imm.reset();
@@ -56,25 +60,38 @@ Op* new_op(OpPool* pool) {
 }  // namespace
 
 OpPool::OpPool() {
-  for (std::size_t i = 0; i < kPrefilledOps; ++i) free_.enqueue(new_op(this));
+  free_.reserve(kMaxFreeOps);
+  for (std::size_t i = 0; i < kPrefilledOps; ++i) free_.push_back(new_op(this));
 }
 
 void OpRecycler::operator()(Op* op) const noexcept { op->pool->release(op); }
 
 OpPool::~OpPool() {
-  Op* op = nullptr;
-  while (free_.try_dequeue(op)) delete op;
+  for (Op* op : free_) delete op;
 }
 
 OpPtr OpPool::acquire() {
-  Op* op = nullptr;
-  if (!free_.try_dequeue(op)) op = new_op(this);
-  return OpPtr(op);
+  {
+    std::lock_guard lock(mutex_);
+    if (!free_.empty()) {
+      Op* op = free_.back();
+      free_.pop_back();
+      return OpPtr(op);
+    }
+  }
+  return OpPtr(new_op(this));
 }
 
 void OpPool::release(Op* op) noexcept {
   reset(*op);
-  if (free_.size_approx() >= kMaxFreeOps || !free_.enqueue(op)) delete op;
+  {
+    std::lock_guard lock(mutex_);
+    if (free_.size() < kMaxFreeOps) {
+      free_.push_back(op);
+      return;
+    }
+  }
+  delete op;
 }
 
 }  // namespace fabric::engine

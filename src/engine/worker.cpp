@@ -13,6 +13,18 @@ namespace fabric::engine {
 
 namespace {
 using Clock = std::chrono::steady_clock;
+
+// Whether a cached peer's Domains are the owner's: byte compares only (the backend and
+// provider of every owner were checked at submit, against this engine's own).
+bool same_domain_addresses(const NetAddr& cached, const NetAddr& owner) {
+  if (cached.num_domains() != owner.num_domains()) return false;
+  for (std::size_t d = 0; d < owner.num_domains(); ++d) {
+    const auto a = cached.domain_address(d);
+    const auto b = owner.domain_address(d);
+    if (a.size() != b.size() || std::memcmp(a.data(), b.data(), a.size()) != 0) return false;
+  }
+  return true;
+}
 constexpr std::size_t kScratchBytes = 64;
 constexpr std::size_t kSubmissionBatch = 64;
 constexpr std::size_t kTaskBatch = 64;
@@ -338,7 +350,7 @@ Status Worker::resolve_peers(Op* op) {
 Status Worker::resolve_owner(const NetAddr& owner, domain::PeerHandle* out) {
   const std::size_t k = domains_.size();
   if (auto it = peer_cache_.find(owner.instance_id());
-      it != peer_cache_.end() && it->second.address == owner) {
+      it != peer_cache_.end() && same_domain_addresses(it->second.address, owner)) {
     std::copy_n(it->second.handles.begin(), k, out);
     return Status::success();
   }
@@ -468,20 +480,19 @@ Status Worker::post_one(Op* op) {
     case OpKind::send:
       break;
   }
-  Status st;
-  if (op->kind == OpKind::send) {
-    const SendPlan& plan = op->send;
-    if (tx_in_flight_[0] >= domains_[0]->limits().tx_depth) return Status(Errc::again, {});
-    const void* buf = staging_ ? static_cast<const void*>(staging_->data(plan.slot))
-                               : static_cast<const void*>(plan.message.data());
-    void* desc = staging_ ? staging_->desc() : nullptr;
-    st = domains_[0]->post_send(op->peers[0], buf, plan.message.size(), desc, op_token(op));
-  } else {
-    if (tx_in_flight_[d] >= domains_[d]->limits().tx_depth) return Status(Errc::again, {});
+  if (tx_in_flight_[d] >= domains_[d]->limits().tx_depth) return Status(Errc::again, {});
+  const Status st = [&] {
+    if (op->kind == OpKind::send) {
+      const SendPlan& plan = op->send;
+      const void* buf = staging_ ? static_cast<const void*>(staging_->data(plan.slot))
+                                 : static_cast<const void*>(plan.message.data());
+      void* desc = staging_ ? staging_->desc() : nullptr;
+      return domains_[0]->post_send(op->peers[0], buf, plan.message.size(), desc, op_token(op));
+    }
     w.peer = op->peers[std::size_t{peer} * domains_.size() + d];
     w.rkey = rkey ? *rkey : keys[d].rkey;
-    st = domains_[d]->post_write(w);
-  }
+    return domains_[d]->post_write(w);
+  }();
   if (st.ok()) {
     ++op->posted;
     ++tx_in_flight_[d];
