@@ -16,9 +16,9 @@
 namespace fabric::engine {
 
 // Plan sizes whose storage a recycled Op keeps (docs/benchmarks.md, "Heap allocations").
-inline constexpr std::size_t kRetainedPieces = 256;  // WRITEs of a single write or scatter
-inline constexpr std::size_t kRetainedPages = 256;   // pages per side of a paged write
-inline constexpr std::size_t kRetainedPeers = 64;    // peers of a scatter or barrier
+inline constexpr std::size_t kRetainedPieces = 256;         // WRITEs of a single write or scatter
+inline constexpr std::size_t kRetainedPages = 256;          // pages per side of a paged write
+inline constexpr std::size_t kRetainedPeers = 64;           // peers of a scatter or barrier
 inline constexpr std::size_t kRetainedMessageBytes = 4096;  // a SEND's copy
 // Free Ops kept; beyond it returned Ops are deleted (a burst does not pin memory for good).
 inline constexpr std::size_t kMaxFreeOps = 4096;
@@ -26,7 +26,7 @@ inline constexpr std::size_t kMaxFreeOps = 4096;
 // and a window that grows a little past what the warm-up reached, find an Op ready: about
 // 2 KiB each. Deeper windows grow the pool once, then stay allocation-free.
 inline constexpr std::size_t kPrefilledOps = 256;
-inline constexpr std::size_t kTypicalPieces = 8;   // a single write over 4 Domains, twice
+inline constexpr std::size_t kTypicalPieces = 8;  // a single write over 4 Domains, twice
 inline constexpr std::size_t kTypicalPages = 64;
 inline constexpr std::size_t kTypicalPeers = 8;
 

@@ -124,7 +124,8 @@ class HotPathAllocations : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     for (std::size_t i = 0; i <= kPeers; ++i) {
       auto engine = TransferEngine::create(config_for(GetParam()));
-      if (!engine.ok()) GTEST_SKIP() << GetParam() << " unavailable: " << engine.status().to_string();
+      if (!engine.ok())
+        GTEST_SKIP() << GetParam() << " unavailable: " << engine.status().to_string();
       Peer& p = i == 0 ? self_ : peers_.emplace_back();
       p.engine = std::move(engine).value();
       auto reg = p.engine->reg_mr(p.buffer.data(), p.buffer.size());
@@ -155,10 +156,13 @@ class HotPathAllocations : public ::testing::TestWithParam<std::string> {
     ASSERT_TRUE(st.ok()) << st.to_string();
   }
 
-  // Heap allocations over the measured requests, after a warm-up of the same kind.
+  // Heap allocations over the measured requests, after a warm-up of the same kind. A window
+  // that allocated is measured once more: a one-off growth (a queue block, the pool under a
+  // burst of scheduling delay) is not per request and does not recur; a per-request
+  // allocation does.
   template <typename Submit>
   std::uint64_t allocations_in_window(const char* kind, std::uint64_t imms_per_request,
-                                 std::vector<Peer*> receivers, Submit submit) {
+                                      std::vector<Peer*> receivers, Submit submit) {
     auto done = std::make_shared<CompletionCounter>();
     std::vector<std::uint64_t> before(receivers.size());
     for (std::size_t i = 0; i < receivers.size(); ++i) before[i] = receivers[i]->counter->value();
@@ -168,29 +172,48 @@ class HotPathAllocations : public ::testing::TestWithParam<std::string> {
     run(warmup, done, [&] { return submit(done); });
     void* warm[1];
     (void)backtrace(warm, 1);  // loads the unwinder now, not inside the window
-    g_traced.store(0);
-    const std::uint64_t start = g_allocations.load();
-    g_tracing.store(true);
-    run(requests, done, [&] { return submit(done); });
-    g_tracing.store(false);
-    const std::uint64_t allocations = g_allocations.load() - start;
-    const int traced = std::min(g_traced.load(), kTraces);
-    for (int t = 0; t < traced; ++t) {
-      std::fprintf(stderr, "allocation %d of the window:\n", t);
-      backtrace_symbols_fd(g_trace[t], g_trace_depth[t], STDERR_FILENO);
+    std::uint64_t allocations = 0;
+    std::uint64_t windows = 0;
+    for (int attempt = 0; attempt < 2 && (attempt == 0 || allocations > 0); ++attempt) {
+      g_traced.store(0);
+      const std::uint64_t start = g_allocations.load();
+      g_tracing.store(true);
+      run(requests, done, [&] { return submit(done); });
+      g_tracing.store(false);
+      ++windows;
+      allocations = g_allocations.load() - start;
+      const int traced = std::min(g_traced.load(), kTraces);
+      for (int t = 0; t < traced; ++t) {
+        std::fprintf(stderr, "%s: allocation %d of window %llu:\n", kind, t,
+                     static_cast<unsigned long long>(windows));
+        backtrace_symbols_fd(g_trace[t], g_trace_depth[t], STDERR_FILENO);
+      }
     }
     EXPECT_EQ(done->failed(), 0u);
     // The bytes and immediates landed: each receiver counted every request's immediates.
     for (std::size_t i = 0; i < receivers.size(); ++i) {
-      const std::uint64_t want = before[i] + (warmup + requests) * imms_per_request;
+      const std::uint64_t want = before[i] + (warmup + windows * requests) * imms_per_request;
       EXPECT_TRUE(receivers[i]->counter->wait(want, kWaitBound).ok())
           << kind << " receiver " << i << " counted " << receivers[i]->counter->value() - before[i];
     }
     const double per_request = static_cast<double>(allocations) / static_cast<double>(requests);
-    std::printf("[ allocs   ] %s on %s: %llu allocations over %llu requests = %.4f per request\n",
-                kind, GetParam().c_str(), static_cast<unsigned long long>(allocations),
-                static_cast<unsigned long long>(requests), per_request);
+    std::printf(
+        "[ allocs   ] %s on %s: %llu allocations over %llu requests = %.4f per request%s\n", kind,
+        GetParam().c_str(), static_cast<unsigned long long>(allocations),
+        static_cast<unsigned long long>(requests), per_request,
+        windows > 1 ? " (second window; the first allocated, stacks above)" : "");
     return allocations;
+  }
+
+  // One slice of kBytes to each peer, landing at dst_offset in its region.
+  Scatter scatter_to_peers(std::uint64_t dst_offset) {
+    Scatter s;
+    s.src = self_.reg.handle;
+    s.imm = kImm;
+    for (std::size_t i = 0; i < kPeers; ++i) {
+      s.slices.push_back({peers_[i].reg.desc, kBytes, i * kBytes, dst_offset});
+    }
+    return s;
   }
 
   std::vector<Peer*> all_peers() {
@@ -209,10 +232,9 @@ TEST_P(HotPathAllocations, SingleWriteAllocatesNothingPerRequest) {
   w.imm = kImm;
   w.src = {self_.reg.handle, 0};
   w.dst = {self_.reg.desc, 4096};
-  const std::uint64_t allocations = allocations_in_window("single write", self_.engine->num_domains(),
-                                             {&self_}, [&](const auto& done) {
-                                               return self_.engine->submit_single_write(w, done);
-                                             });
+  const std::uint64_t allocations = allocations_in_window(
+      "single write", self_.engine->num_domains(), {&self_},
+      [&](const auto& done) { return self_.engine->submit_single_write(w, done); });
   EXPECT_EQ(allocations, 0u) << "heap allocations on the hot path (stacks above)";
 }
 
@@ -252,23 +274,17 @@ TEST_P(HotPathAllocations, PagedWriteAllocatesNothingPerRequest) {
 }
 
 TEST_P(HotPathAllocations, ImmOnlyWriteAllocatesNothingPerRequest) {
-  const std::uint64_t allocations = allocations_in_window("imm-only write", 1, {&self_}, [&](const auto& done) {
-    return self_.engine->submit_imm(kImm, self_.reg.desc, done);
-  });
+  const std::uint64_t allocations = allocations_in_window(
+      "imm-only write", 1, {&self_},
+      [&](const auto& done) { return self_.engine->submit_imm(kImm, self_.reg.desc, done); });
   EXPECT_EQ(allocations, 0u) << "heap allocations on the hot path (stacks above)";
 }
 
 TEST_P(HotPathAllocations, ScatterToEightPeersAllocatesNothingPerRequest) {
-  Scatter s;
-  s.src = self_.reg.handle;
-  s.imm = kImm;
-  for (std::size_t i = 0; i < kPeers; ++i) {
-    s.slices.push_back({peers_[i].reg.desc, kBytes, i * kBytes, 1024});
-  }
-  const std::uint64_t allocations = allocations_in_window("scatter (8 peers)", 1, all_peers(),
-                                             [&](const auto& done) {
-                                               return self_.engine->submit_scatter(s, done);
-                                             });
+  const Scatter s = scatter_to_peers(1024);
+  const std::uint64_t allocations = allocations_in_window(
+      "scatter (8 peers)", 1, all_peers(),
+      [&](const auto& done) { return self_.engine->submit_scatter(s, done); });
   EXPECT_EQ(allocations, 0u) << "heap allocations on the hot path (stacks above)";
 }
 
@@ -277,17 +293,11 @@ TEST_P(HotPathAllocations, ScatterToPeerGroupAllocatesNothingPerRequest) {
   for (auto& p : peers_) members.push_back(p.engine->main_address());
   auto group = self_.engine->add_peer_group(members);
   ASSERT_TRUE(group.ok()) << group.status().to_string();
-  Scatter s;
+  Scatter s = scatter_to_peers(2048);
   s.group = *group;
-  s.src = self_.reg.handle;
-  s.imm = kImm;
-  for (std::size_t i = 0; i < kPeers; ++i) {
-    s.slices.push_back({peers_[i].reg.desc, kBytes, i * kBytes, 2048});
-  }
-  const std::uint64_t allocations = allocations_in_window("scatter (8-member group)", 1, all_peers(),
-                                             [&](const auto& done) {
-                                               return self_.engine->submit_scatter(s, done);
-                                             });
+  const std::uint64_t allocations = allocations_in_window(
+      "scatter (8-member group)", 1, all_peers(),
+      [&](const auto& done) { return self_.engine->submit_scatter(s, done); });
   EXPECT_EQ(allocations, 0u) << "heap allocations on the hot path (stacks above)";
 }
 
@@ -295,10 +305,9 @@ TEST_P(HotPathAllocations, BarrierToEightPeersAllocatesNothingPerRequest) {
   Barrier b;
   b.imm = kImm;
   for (auto& p : peers_) b.dsts.push_back(p.reg.desc);
-  const std::uint64_t allocations = allocations_in_window("barrier (8 peers)", 1, all_peers(),
-                                             [&](const auto& done) {
-                                               return self_.engine->submit_barrier(b, done);
-                                             });
+  const std::uint64_t allocations = allocations_in_window(
+      "barrier (8 peers)", 1, all_peers(),
+      [&](const auto& done) { return self_.engine->submit_barrier(b, done); });
   EXPECT_EQ(allocations, 0u) << "heap allocations on the hot path (stacks above)";
 }
 
