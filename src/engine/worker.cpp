@@ -42,12 +42,15 @@ Worker::Worker(std::vector<std::unique_ptr<domain::Domain>> domains, const Engin
       config_(config),
       callbacks_(callbacks),
       tx_in_flight_(domains_.size(), 0),
+      tx_depth_(domains_.size(), 0),
       peer_progress_(domains_.size()),
       imms_([this](ImmCallback cb, std::uint32_t imm, std::uint64_t count) {
         callbacks_.post([cb = std::move(cb), imm, count] {
           if (cb) cb(imm, count);
         });
-      }) {}
+      }) {
+  for (std::size_t d = 0; d < domains_.size(); ++d) tx_depth_[d] = domains_[d]->limits().tx_depth;
+}
 
 Worker::~Worker() { (void)stop(); }
 
@@ -233,6 +236,8 @@ bool Worker::poll_domains() {
   bool busy = false;
   for (std::size_t d = 0; d < domains_.size(); ++d) {
     const std::size_t n = domains_[d]->poll(events);
+    // The completions of one poll share one clock read.
+    const Clock::time_point now = n > 0 ? Clock::now() : Clock::time_point{};
     for (std::size_t i = 0; i < n; ++i) {
       domain::Event& ev = events[i];
       switch (ev.kind) {
@@ -243,7 +248,7 @@ bool Worker::poll_domains() {
           on_recv(recv_slot(ev.token), ev.length, ev.status);
           break;
         case domain::Event::Kind::tx_done:
-          on_tx_done(reinterpret_cast<Op*>(ev.token), d, std::move(ev.status));
+          on_tx_done(reinterpret_cast<Op*>(ev.token), d, std::move(ev.status), now);
           break;
       }
     }
@@ -480,7 +485,7 @@ Status Worker::post_one(Op* op) {
     case OpKind::send:
       break;
   }
-  if (tx_in_flight_[d] >= domains_[d]->limits().tx_depth) return Status(Errc::again, {});
+  if (tx_in_flight_[d] >= tx_depth_[d]) return Status(Errc::again, {});
   const Status st = [&] {
     if (op->kind == OpKind::send) {
       const SendPlan& plan = op->send;
@@ -519,10 +524,10 @@ std::vector<PostTiming> Worker::take_post_timings() {
   return std::exchange(timings_, {});
 }
 
-void Worker::on_tx_done(Op* op, std::size_t domain, Status status) {
+void Worker::on_tx_done(Op* op, std::size_t domain, Status status, Clock::time_point now) {
   --tx_in_flight_[domain];
   ++op->done;
-  op->last_progress = Clock::now();
+  op->last_progress = now;
   if (status.ok() && op->peers != nullptr && !op->posts_past_failure()) {
     peer_progress_[domain][op->peers[domain]] = op->last_progress;
   }

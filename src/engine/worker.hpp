@@ -98,7 +98,9 @@ class Worker {
   // Posts WRs of op while the provider accepts them; false once blocked.
   bool post_some(Op* op, std::uint32_t max_wrs);
   Status post_one(Op* op);
-  void on_tx_done(Op* op, std::size_t domain, Status status);
+  // `now`: when the poll that returned the completion ran (one clock read per batch).
+  void on_tx_done(Op* op, std::size_t domain, Status status,
+                  std::chrono::steady_clock::time_point now);
   // Runs on_done (once) and, when the provider holds nothing of it, frees op.
   void finish(Op* op);
   void deliver(Op* op);
@@ -143,6 +145,7 @@ class Worker {
   void remove_live(Op* op);
   RingQueue<Op*> pending_;
   std::vector<std::uint32_t> tx_in_flight_;  // per Domain
+  std::vector<std::uint32_t> tx_depth_;      // per Domain: its limits().tx_depth, read once
   // Per Domain: when each peer last completed an operation of ours. A request waiting behind
   // others to the same peer (a deep window on a slow link) is not stalled while they complete.
   std::vector<std::unordered_map<domain::PeerHandle, std::chrono::steady_clock::time_point>>
