@@ -1,0 +1,305 @@
+// The engine through its public API, with every Domain replaced by a FakeDomain (no provider):
+// transfers land byte-exact and are counted, a refused slice does not stop a scatter, a peer
+// whose completions never come times out without stalling the others, and back-pressure from
+// small send queues loses nothing.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "backends/open_domains.hpp"
+#include "doubles/fake_domain.hpp"
+#include "fabric/fabric.hpp"
+
+namespace fabric {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kWait = 20s;
+constexpr std::uint32_t kImm = 0x1234;
+constexpr std::size_t kBytes = 1 << 16;
+
+std::byte pattern(std::size_t i, std::uint32_t salt) {
+  return static_cast<std::byte>((i * 131 + salt * 17 + 7) & 0xFF);
+}
+
+// One engine and one registered buffer of kBytes.
+struct Node {
+  std::unique_ptr<TransferEngine> engine;
+  std::vector<std::byte> memory = std::vector<std::byte>(kBytes);
+  Registered reg;
+
+  std::vector<std::vector<std::byte>> domain_addresses() const {
+    std::vector<std::vector<std::byte>> out;
+    const NetAddr& a = engine->main_address();
+    for (std::size_t i = 0; i < a.num_domains(); ++i) {
+      out.emplace_back(a.domain_address(i).begin(), a.domain_address(i).end());
+    }
+    return out;
+  }
+};
+
+class EngineOnFakeDomains : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    domain::set_test_decorator(fabric_->decorator([this] { return options_; }));
+  }
+  void TearDown() override {
+    for (auto& n : nodes_) {
+      if (n->engine) n->engine->stop();
+    }
+    domain::set_test_decorator({});
+  }
+
+  // Creates an engine whose Domains are FakeDomains opened with the current options_.
+  Node& add_node(std::uint32_t domains = 1) {
+    EngineConfig c;
+    c.provider = "shm";  // opened, then replaced by the decorator
+    c.domains_per_group = domains;
+    c.request_timeout = config_request_timeout_;
+    c.drain_timeout = 200ms;
+    c.max_outstanding_requests = max_outstanding_;
+    auto engine = TransferEngine::create(c);
+    EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+    auto node = std::make_unique<Node>();
+    if (!engine.ok()) {
+      nodes_.push_back(std::move(node));
+      return *nodes_.back();
+    }
+    node->engine = std::move(engine).value();
+    auto reg = node->engine->reg_mr(node->memory.data(), node->memory.size());
+    EXPECT_TRUE(reg.ok()) << reg.status().to_string();
+    if (reg.ok()) node->reg = std::move(reg).value();
+    nodes_.push_back(std::move(node));
+    return *nodes_.back();
+  }
+
+  static void fill(Node& n, std::uint32_t salt) {
+    for (std::size_t i = 0; i < n.memory.size(); ++i) n.memory[i] = pattern(i, salt);
+  }
+  // Whether dst[dst_off, +len) holds src's pattern from src_off.
+  static bool landed(const Node& dst, std::size_t dst_off, std::size_t src_off, std::size_t len,
+                     std::uint32_t salt) {
+    for (std::size_t i = 0; i < len; ++i) {
+      if (dst.memory[dst_off + i] != pattern(src_off + i, salt)) return false;
+    }
+    return true;
+  }
+
+  std::shared_ptr<domain::FakeFabric> fabric_ = domain::FakeFabric::create();
+  domain::FakeOptions options_;
+  std::chrono::milliseconds config_request_timeout_{5000};
+  std::uint32_t max_outstanding_ = 16384;
+  std::vector<std::unique_ptr<Node>> nodes_;
+};
+
+TEST_F(EngineOnFakeDomains, SingleWritePagedWriteAndScatterLandByteExactAndAreCounted) {
+  Node& a = add_node(2);
+  Node& b = add_node(2);
+  Node& c = add_node(2);
+  ASSERT_TRUE(a.engine && b.engine && c.engine);
+  ASSERT_EQ(a.engine->main_address().provider(), "shm");
+  fill(a, 1);
+  auto counter_b = b.engine->imm_counter(kImm);
+  auto counter_c = c.engine->imm_counter(kImm);
+  ASSERT_TRUE(counter_b.ok() && counter_c.ok());
+
+  // Single write, sharded over both Domains: 2 pieces, 2 immediates.
+  auto single = std::make_shared<CompletionFlag>();
+  ASSERT_TRUE(a.engine
+                  ->submit_single_write({10'001, kImm, {a.reg.handle, 3}, {b.reg.desc, 5}},
+                                        single)
+                  .ok());
+  ASSERT_TRUE(single->wait(kWait).ok()) << single->status().to_string();
+  EXPECT_TRUE(landed(b, 5, 3, 10'001, 1));
+  EXPECT_EQ(b.memory[4], std::byte{0});
+  EXPECT_EQ(b.memory[5 + 10'001], std::byte{0});
+
+  // Paged write: 5 pages of 256 bytes, shuffled, into [32768, ...): 5 immediates.
+  constexpr std::uint64_t kPage = 256;
+  PagedWrite paged;
+  paged.page_length = kPage;
+  paged.imm = kImm;
+  paged.src = a.reg.handle;
+  paged.src_pages = {{4, 0, 9, 2, 7}, kPage, 0};
+  paged.dst = b.reg.desc;
+  paged.dst_pages = {{0, 1, 2, 3, 4}, kPage, 32768};
+  auto paged_done = std::make_shared<CompletionFlag>();
+  ASSERT_TRUE(a.engine->submit_paged_writes(paged, paged_done).ok());
+  ASSERT_TRUE(paged_done->wait(kWait).ok()) << paged_done->status().to_string();
+  for (std::size_t p = 0; p < 5; ++p) {
+    EXPECT_TRUE(landed(b, 32768 + p * kPage, paged.src_pages.indices[p] * kPage, kPage, 1))
+        << "page " << p;
+  }
+
+  // Scatter: one slice each to b and c, one immediate each.
+  Scatter scatter;
+  scatter.src = a.reg.handle;
+  scatter.imm = kImm;
+  scatter.slices = {{b.reg.desc, 1000, 40000, 50000}, {c.reg.desc, 3000, 41000, 100}};
+  auto scattered = std::make_shared<CompletionFlag>();
+  ASSERT_TRUE(a.engine->submit_scatter(scatter, scattered).ok());
+  ASSERT_TRUE(scattered->wait(kWait).ok()) << scattered->status().to_string();
+  EXPECT_TRUE(landed(b, 50000, 40000, 1000, 1));
+  EXPECT_TRUE(landed(c, 100, 41000, 3000, 1));
+
+  EXPECT_TRUE((*counter_b)->wait(2 + 5 + 1, kWait).ok());
+  EXPECT_TRUE((*counter_c)->wait(1, kWait).ok());
+  EXPECT_EQ((*counter_b)->value(), 8u);
+  EXPECT_EQ((*counter_c)->value(), 1u);
+  // The writes really went through the fakes.
+  auto stats = fabric_->stats(a.engine->main_address().domain_address(0));
+  ASSERT_NE(stats, nullptr);
+  EXPECT_GT(stats->writes.load(), 0u);
+}
+
+// docs/api.md, submit_scatter: a refused slice does not stop the others; on_done gets the first
+// error once all are done. The slice fails when posted, or is accepted and fails at completion.
+TEST_F(EngineOnFakeDomains, ARefusedScatterSliceDoesNotStopTheOthers) {
+  for (const bool at_completion : {false, true}) {
+    SCOPED_TRACE(at_completion ? "failed at completion" : "refused by post_write");
+    options_ = {};
+    std::vector<Node*> peers;
+    for (int i = 0; i < 4; ++i) peers.push_back(&add_node());
+    options_.faults.fail_write_nth = 2;  // the writer's 2nd WRITE fails in "the provider"
+    options_.faults.fail_write_code = Errc::provider;
+    options_.faults.fail_write_at_completion = at_completion;
+    Node& a = add_node();
+    ASSERT_TRUE(a.engine);
+    fill(a, 2);
+    Scatter scatter;
+    scatter.src = a.reg.handle;
+    scatter.imm = kImm;
+    std::vector<std::shared_ptr<ImmCounter>> counters;
+    for (std::size_t i = 0; i < peers.size(); ++i) {
+      ASSERT_TRUE(peers[i]->engine);
+      scatter.slices.push_back({peers[i]->reg.desc, 4096, i * 4096, 0});
+      auto counter = peers[i]->engine->imm_counter(kImm);
+      ASSERT_TRUE(counter.ok());
+      counters.push_back(*counter);
+    }
+    auto done = std::make_shared<CompletionFlag>();
+    ASSERT_TRUE(a.engine->submit_scatter(scatter, done).ok());
+    const Status st = done->wait(kWait);
+    EXPECT_EQ(st.code(), Errc::provider) << st.to_string();
+    std::size_t landed_count = 0;
+    for (std::size_t i = 0; i < peers.size(); ++i) {
+      if (!landed(*peers[i], 0, i * 4096, 4096, 2)) {
+        EXPECT_EQ(counters[i]->value(), 0u) << "peer " << i;  // nothing landed, nothing counted
+        continue;
+      }
+      ++landed_count;
+      // The target's worker counts the immediate when it polls, after the writer's completion.
+      EXPECT_TRUE(counters[i]->wait(1, kWait).ok()) << "peer " << i;
+      EXPECT_EQ(counters[i]->value(), 1u) << "peer " << i;
+    }
+    EXPECT_EQ(landed_count, peers.size() - 1);  // every slice but the refused one
+    EXPECT_EQ(fabric_->stats(a.engine->main_address().domain_address(0))->injected.load(), 1u);
+  }
+}
+
+// A slice the target refuses (its region was deregistered: a remote access error) fails the
+// scatter once the others are done; the other peers' bytes land.
+TEST_F(EngineOnFakeDomains, AScatterSliceToARevokedRegionFailsTheScatterAfterTheOthersLand) {
+  Node& b = add_node();
+  Node& c = add_node();
+  Node& d = add_node();
+  Node& a = add_node();
+  ASSERT_TRUE(a.engine && b.engine && c.engine && d.engine);
+  fill(a, 3);
+  ASSERT_TRUE(c.engine->dereg_mr(c.reg.handle).ok());
+  Scatter scatter;
+  scatter.src = a.reg.handle;
+  scatter.imm = kImm;
+  scatter.slices = {{b.reg.desc, 512, 0, 0}, {c.reg.desc, 512, 512, 0}, {d.reg.desc, 512, 1024, 0}};
+  auto done = std::make_shared<CompletionFlag>();
+  ASSERT_TRUE(a.engine->submit_scatter(scatter, done).ok());
+  const Status st = done->wait(kWait);
+  EXPECT_EQ(st.code(), Errc::provider) << st.to_string();
+  EXPECT_TRUE(landed(b, 0, 0, 512, 3));
+  EXPECT_TRUE(landed(d, 0, 1024, 512, 3));
+  EXPECT_EQ(c.memory[0], std::byte{0});
+}
+
+TEST_F(EngineOnFakeDomains, CompletionsThatNeverComeTimeOutAndOtherPeersAreStillServed) {
+  config_request_timeout_ = 300ms;
+  Node& dead = add_node();
+  Node& alive = add_node();
+  ASSERT_TRUE(dead.engine && alive.engine);
+  options_.faults.drop_to = dead.domain_addresses();
+  Node& a = add_node();
+  ASSERT_TRUE(a.engine);
+  fill(a, 4);
+
+  auto lost = std::make_shared<CompletionFlag>();
+  const auto before = Clock::now();
+  ASSERT_TRUE(a.engine->submit_single_write({4096, kImm, {a.reg.handle, 0}, {dead.reg.desc, 0}},
+                                            lost)
+                  .ok());
+  const Status st = lost->wait(config_request_timeout_ + 10s);
+  const auto took = Clock::now() - before;
+  EXPECT_EQ(st.code(), Errc::timeout) << st.to_string();
+  EXPECT_GE(took, config_request_timeout_);
+  EXPECT_LT(took, config_request_timeout_ + 5s);  // the timeout plus a loaded host's slack
+  EXPECT_EQ(dead.memory[0], std::byte{0});
+
+  auto served = std::make_shared<CompletionFlag>();
+  ASSERT_TRUE(a.engine->submit_single_write({4096, kImm, {a.reg.handle, 0}, {alive.reg.desc, 0}},
+                                            served)
+                  .ok());
+  ASSERT_TRUE(served->wait(kWait).ok()) << served->status().to_string();
+  EXPECT_TRUE(landed(alive, 0, 0, 4096, 4));
+  EXPECT_EQ(fabric_->stats(a.engine->main_address().domain_address(0))->dropped.load(), 1u);
+}
+
+TEST_F(EngineOnFakeDomains, BackPressureFromSmallSendQueuesNeverLosesARequest) {
+  Node& b = add_node(2);
+  ASSERT_TRUE(b.engine);
+  auto counter = b.engine->imm_counter(kImm);
+  ASSERT_TRUE(counter.ok());
+  options_.tx_depth = 4;
+  options_.faults.again_every = 3;  // and the "provider" refuses below its depth too
+  options_.faults.delay_polls = 2;
+  max_outstanding_ = 32;            // submit_* pushes back as well
+  Node& a = add_node(2);
+  ASSERT_TRUE(a.engine);
+  fill(a, 5);
+
+  constexpr std::size_t kSlot = 64;
+  constexpr std::size_t kRequests = kBytes / kSlot;  // 1024, each to its own slot
+  auto done = std::make_shared<CompletionCounter>();
+  std::size_t pushed_back = 0;
+  const auto deadline = Clock::now() + kWait;
+  for (std::size_t i = 0; i < kRequests; ++i) {
+    const SingleWrite w{kSlot, kImm, {a.reg.handle, i * kSlot}, {b.reg.desc, i * kSlot},
+                        WriteRouting::pinned(static_cast<std::uint32_t>(i % 2))};
+    for (;;) {
+      const Status st = a.engine->submit_single_write(w, done);
+      if (st.ok()) break;
+      ASSERT_EQ(st.code(), Errc::again) << st.to_string();
+      ++pushed_back;
+      ASSERT_LT(Clock::now(), deadline) << "submission " << i << " never accepted";
+      std::this_thread::yield();
+    }
+  }
+  ASSERT_TRUE(done->wait(kRequests, kWait).ok()) << done->first_error().to_string();
+  EXPECT_EQ(done->succeeded(), kRequests);
+  ASSERT_TRUE((*counter)->wait(kRequests, kWait).ok());
+  EXPECT_EQ((*counter)->value(), kRequests);
+  EXPECT_TRUE(landed(b, 0, 0, kBytes, 5));
+  std::uint64_t refused = 0;
+  for (const auto& addr : a.domain_addresses()) refused += fabric_->stats(addr)->refused_again;
+  EXPECT_GT(refused, 0u);
+  // submit_* back-pressure depends on timing, so it is reported, not asserted.
+  std::printf("submissions pushed back %zu times, domain posts refused %llu times\n", pushed_back,
+              static_cast<unsigned long long>(refused));
+}
+
+}  // namespace
+}  // namespace fabric
