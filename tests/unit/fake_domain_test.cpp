@@ -25,32 +25,43 @@ std::vector<Event> drain(Domain& d, std::size_t want, int max_polls = 1000) {
 
 class FakeDomainTest : public ::testing::Test {
  protected:
+  // A writer that resolved a target with dst_ registered for remote writes.
+  void open_pair() {
+    writer_ = fabric_->open();
+    target_ = fabric_->open();
+    auto region = target_->register_memory(MemorySpan::host(dst_.data(), dst_.size()),
+                                           Access::remote_write);
+    ASSERT_TRUE(region.ok());
+    region_ = std::move(region).value();
+    key_ = region_->remote_key();
+    auto peer = writer_->resolve_peer(target_->address());
+    ASSERT_TRUE(peer.ok());
+    peer_ = *peer;
+  }
+
   std::shared_ptr<FakeFabric> fabric_ = FakeFabric::create();
   std::vector<std::byte> src_ = std::vector<std::byte>(256, std::byte{0x5A});
   std::vector<std::byte> dst_ = std::vector<std::byte>(256, std::byte{0});
+  std::unique_ptr<FakeDomain> writer_, target_;
+  std::unique_ptr<MemoryRegion> region_;
+  RemoteKey key_;
+  PeerHandle peer_ = 0;
 };
 
 TEST_F(FakeDomainTest, WriteLandsInsideTheRegionAndRaisesTheImmediateAtTheTarget) {
-  auto writer = fabric_->open();
-  auto target = fabric_->open();
-  ASSERT_NE(writer->address().size(), 0u);
-  ASSERT_FALSE(std::equal(writer->address().begin(), writer->address().end(),
-                          target->address().begin(), target->address().end()));
-  auto region = target->register_memory(MemorySpan::host(dst_.data(), dst_.size()),
-                                        Access::remote_write);
-  ASSERT_TRUE(region.ok());
-  auto peer = writer->resolve_peer(target->address());
-  ASSERT_TRUE(peer.ok());
-  const RemoteKey key = (*region)->remote_key();
-  WriteDesc w{src_.data(), 100, nullptr, *peer, key.addr_base + 10, key.rkey, 0xABCDu, 7};
-  ASSERT_TRUE(writer->post_write(w).ok());
+  ASSERT_NO_FATAL_FAILURE(open_pair());
+  ASSERT_NE(writer_->address().size(), 0u);
+  ASSERT_FALSE(std::equal(writer_->address().begin(), writer_->address().end(),
+                          target_->address().begin(), target_->address().end()));
+  WriteDesc w{src_.data(), 100, nullptr, peer_, key_.addr_base + 10, key_.rkey, 0xABCDu, 7};
+  ASSERT_TRUE(writer_->post_write(w).ok());
 
-  const auto tx = drain(*writer, 1);
+  const auto tx = drain(*writer_, 1);
   ASSERT_EQ(tx.size(), 1u);
   EXPECT_EQ(tx[0].kind, Event::Kind::tx_done);
   EXPECT_EQ(tx[0].token, 7u);
   EXPECT_TRUE(tx[0].status.ok()) << tx[0].status.to_string();
-  const auto rx = drain(*target, 1);
+  const auto rx = drain(*target_, 1);
   ASSERT_EQ(rx.size(), 1u);
   EXPECT_EQ(rx[0].kind, Event::Kind::imm_arrived);
   EXPECT_EQ(rx[0].imm, 0xABCDu);
@@ -61,35 +72,28 @@ TEST_F(FakeDomainTest, WriteLandsInsideTheRegionAndRaisesTheImmediateAtTheTarget
 }
 
 TEST_F(FakeDomainTest, WriteWithAWrongKeyOrOutsideTheRegionCompletesWithAnErrorAndLandsNothing) {
-  auto writer = fabric_->open();
-  auto target = fabric_->open();
-  auto region = target->register_memory(MemorySpan::host(dst_.data(), dst_.size()),
-                                        Access::remote_write);
-  ASSERT_TRUE(region.ok());
-  auto peer = writer->resolve_peer(target->address());
-  ASSERT_TRUE(peer.ok());
-  const RemoteKey key = (*region)->remote_key();
+  ASSERT_NO_FATAL_FAILURE(open_pair());
   const std::vector<WriteDesc> bad = {
-      {src_.data(), 16, nullptr, *peer, key.addr_base, key.rkey + 1000, 1u, 1},   // wrong key
-      {src_.data(), 16, nullptr, *peer, key.addr_base + 250, key.rkey, 1u, 2},    // past the end
-      {src_.data(), 16, nullptr, *peer, key.addr_base - 8, key.rkey, 1u, 3},      // before it
+      {src_.data(), 16, nullptr, peer_, key_.addr_base, key_.rkey + 1000, 1u, 1},   // wrong key
+      {src_.data(), 16, nullptr, peer_, key_.addr_base + 250, key_.rkey, 1u, 2},    // past the end
+      {src_.data(), 16, nullptr, peer_, key_.addr_base - 8, key_.rkey, 1u, 3},      // before it
   };
-  for (const auto& w : bad) ASSERT_TRUE(writer->post_write(w).ok());
-  const auto tx = drain(*writer, bad.size());
+  for (const auto& w : bad) ASSERT_TRUE(writer_->post_write(w).ok());
+  const auto tx = drain(*writer_, bad.size());
   ASSERT_EQ(tx.size(), bad.size());
   for (const auto& e : tx) {
     EXPECT_EQ(e.status.code(), Errc::provider) << e.token;
     EXPECT_NE(e.status.message().find("remote access"), std::string::npos);
   }
-  EXPECT_TRUE(drain(*target, 1, 10).empty());  // no immediate for bytes that did not land
+  EXPECT_TRUE(drain(*target_, 1, 10).empty());  // no immediate for bytes that did not land
   EXPECT_EQ(std::count(dst_.begin(), dst_.end(), std::byte{0}), 256);
-  EXPECT_EQ(writer->stats().remote_errors.load(), bad.size());
+  EXPECT_EQ(writer_->stats().remote_errors.load(), bad.size());
 
-  region->reset();  // deregistered: the old key is refused too
-  ASSERT_TRUE(writer->post_write({src_.data(), 16, nullptr, *peer, key.addr_base, key.rkey,
+  region_.reset();  // deregistered: the old key is refused too
+  ASSERT_TRUE(writer_->post_write({src_.data(), 16, nullptr, peer_, key_.addr_base, key_.rkey,
                                   std::nullopt, 4})
                   .ok());
-  const auto late = drain(*writer, 1);
+  const auto late = drain(*writer_, 1);
   ASSERT_EQ(late.size(), 1u);
   EXPECT_EQ(late[0].status.code(), Errc::provider);
 }
