@@ -8,6 +8,7 @@ traceback back instead of leaving the test to time out.
 from __future__ import annotations
 
 import multiprocessing as mp
+import time
 import traceback
 from typing import Any, Callable
 
@@ -15,6 +16,20 @@ import numpy as np
 
 STEP_S = 60.0  # the longest any single step may take, spawning a peer that imports torch included
 CTX = mp.get_context("spawn")
+
+# Engine settings for a process a test kills: it polls rarely while idle. Killed inside its own
+# shm poll it would leave its region's process-shared lock held, and every peer writing to it
+# would spin inside the provider for good (docs/reliability.md#shm-locks; the C++ tests use
+# fabric_test/victim.hpp).
+VICTIM_IDLE = dict(idle_spin_us=0, idle_yield_us=0, idle_sleep_us=20000)
+
+
+def wait_until_quiet(outstanding: Callable[[], int], timeout: float = 10.0) -> None:
+    """Returns once `outstanding()` is 0, or after `timeout` s: a victim is killed then, not
+    inside a post into a peer's shm region (which would leave that region's lock held)."""
+    deadline = time.monotonic() + timeout
+    while outstanding() and time.monotonic() < deadline:
+        time.sleep(0.001)
 
 
 class PeerFailed(AssertionError):

@@ -7,11 +7,11 @@ import datetime
 import multiprocessing as mp
 import os
 import socket
-import time
 import traceback
 
 import numpy as np
 import pytest
+from peers import VICTIM_IDLE, wait_until_quiet
 
 torch = pytest.importorskip("torch")
 
@@ -59,23 +59,16 @@ def _rank(rank: int, world: int, node: int, port: int, iterations: int, hooks: b
         from fabric_lib.moe import Buffer
 
         store = dist.TCPStore("127.0.0.1", port, world, rank == 0, timeout=datetime.timedelta(seconds=60))
-        # The rank that dies polls rarely while idle: killed inside its own shm poll it would
-        # leave its region's process-shared lock held, and every survivor writing to it would
-        # spin inside the provider for good (docs/reliability.md#shm-locks).
-        idle = dict(idle_spin_us=0, idle_yield_us=0, idle_sleep_us=20000) if rank == victim else {}
+        idle = VICTIM_IDLE if rank == victim else {}
         buf = Buffer(rank, world, E, H, T, R, store=store, node_size=node, max_private_tokens=3,
                      timeout_ms=1500 if victim >= 0 else 20000, request_timeout_ms=1000, **idle)
         first = rank * E // world
         for it in range(iterations):
             x, topk, w = _inputs(rank, it)
             if rank == victim and it == 2:
-                # Dies without a word, mid-run, once nothing of its own is in flight: killed inside
-                # a post into a peer's shm region it would leave that region's lock held and the
-                # peer's poll spinning for good (tests/moe/scenario.cpp, die_when_idle).
+                # Dies without a word, mid-run, once nothing of its own is in flight.
                 buf._group.wait_idle()
-                deadline = time.monotonic() + 10
-                while buf._group.outstanding_requests() and time.monotonic() < deadline:
-                    time.sleep(0.001)
+                wait_until_quiet(buf._group.outstanding_requests)
                 os._exit(0)
             if hooks:
                 recv_x, recv_count, handle, hook = buf.dispatch(x, topk, w, return_recv_hook=True)

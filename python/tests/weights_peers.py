@@ -4,13 +4,12 @@ ml_dtypes, and the trainer / inference roles of the multi-process weight-transfe
 from __future__ import annotations
 
 import os
-import time
 import zlib
 from typing import Any
 
 import numpy as np
 
-from peers import expect
+from peers import VICTIM_IDLE, expect, wait_until_quiet
 
 from fabric_lib.weights import (
     InferenceLayout, MeshGroup, NameRule, Replicate, Shard, SourceParam, TargetParam, TrainerLayout,
@@ -181,11 +180,7 @@ def trainer_role(conn: Any, provider: str, schedule_json: str, rank: int, port: 
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=4,
                             timeout=timedelta(seconds=60))
-    # A trainer the test kills polls rarely while idle: killed inside its own shm poll it would
-    # leave its region's process-shared lock held, and the survivors' barrier writes to it would
-    # spin inside the provider for good (docs/reliability.md#shm-locks).
-    idle = dict(idle_spin_us=0, idle_yield_us=0, idle_sleep_us=20000) if victim else {}
-    engine = fl.Engine(provider, **idle)
+    engine = fl.Engine(provider, **(VICTIM_IDLE if victim else {}))
     word = np.zeros(64, np.uint8)
     _, desc = engine.reg_mr(word)
     conn.send(bytes(desc))
@@ -206,11 +201,8 @@ def trainer_role(conn: Any, provider: str, schedule_json: str, rank: int, port: 
             conn.send(("failed", f"{type(e).__name__}: {e}"))
             continue
         if die:
-            # Killed once its WRITEs have completed, not inside a post into a peer's shm region
-            # (that would leave the region's lock held and the peer's poll spinning for good).
-            deadline = time.monotonic() + 10
-            while engine.outstanding_requests and time.monotonic() < deadline:
-                time.sleep(0.001)
+            # Killed once its WRITEs have completed.
+            wait_until_quiet(lambda: engine.outstanding_requests)
             conn.send(("dense sent", None))
             expect(conn, timeout=600)  # killed here
         conn.send(("ok", trainer.stats()))
