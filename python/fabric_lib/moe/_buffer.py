@@ -56,7 +56,8 @@ class Buffer:
     directly through shared memory. `proxy="thread"` (default) runs the engine-side steps on a
     proxy thread (overflow WRITEs go out as soon as the routes are in); "inline" runs them in
     the calling thread between the device steps. `idle_spin_us`, `idle_yield_us` and
-    `idle_sleep_us` are the engine worker's idle policy (as in `fabric_lib.Engine`).
+    `idle_sleep_us` are the engine worker's idle policy (as in `fabric_lib.Engine`); None keeps
+    the engine's default.
     """
 
     def __init__(
@@ -87,9 +88,9 @@ class Buffer:
         busy_poll: bool = False,
         bind_address: str = "127.0.0.1",
         proxy: str = "thread",
-        idle_spin_us: int = 50,
-        idle_yield_us: int = 1000,
-        idle_sleep_us: int = 200,
+        idle_spin_us: Optional[int] = None,
+        idle_yield_us: Optional[int] = None,
+        idle_sleep_us: Optional[int] = None,
     ) -> None:
         if all_gather is None:
             if store is None:
@@ -111,7 +112,8 @@ class Buffer:
             expert_alignment=expert_alignment, timeout_ms=timeout_ms, host_threads=host_threads,
             request_timeout_ms=request_timeout_ms, record_post_timings=record_post_timings,
             busy_poll=busy_poll, bind_address=bind_address, proxy=proxy,
-            idle_spin_us=idle_spin_us, idle_yield_us=idle_yield_us, idle_sleep_us=idle_sleep_us)
+            **{k: v for k, v in (("idle_spin_us", idle_spin_us), ("idle_yield_us", idle_yield_us),
+                                 ("idle_sleep_us", idle_sleep_us)) if v is not None})
         layout = self._group.layout()
         self.layout = layout
         self.num_local_experts = layout["local_experts"]
