@@ -64,7 +64,11 @@ struct EngineConfig {
   // Worker idle policy: spin this long after the last activity, then yield,
   // then sleep up to idle_sleep between polls (a submission wakes it at once).
   // busy_poll keeps the worker spinning forever (lowest latency, one core).
-  std::chrono::microseconds idle_spin{50};
+  // idle_spin is 0 by default: a yield costs one syscall when the CPU has nothing else to
+  // run, while a pure spin keeps the thread the worker just handed an immediate to (often on
+  // the same CPU) off it for the whole spin (docs/benchmarks.md, "Worker idle policy"). Raise
+  // it only where each worker has a core of its own.
+  std::chrono::microseconds idle_spin{0};
   std::chrono::microseconds idle_yield{1000};
   std::chrono::microseconds idle_sleep{200};
   bool busy_poll = false;
@@ -184,6 +188,16 @@ class TransferEngine {
   // stays shut out until this engine stops (docs/verbs.md#failures). Errc::unsupported where
   // the provider cannot stop a peer's writes (shm writes by CMA from the peer's process).
   Status fence_peer(const NetAddr& peer);
+
+  // Runs one pass of the worker's loop on the calling thread: posts what was submitted, polls
+  // the completion queues, counts arrived immediates (completion callbacks still run on the
+  // callback thread). Returns at once, false, while the worker thread or another caller is in
+  // a pass, or once stop() began; true when the pass found work. A thread that waits for an
+  // immediate (a ping-pong) and calls this in its wait loop gets it without a hand-off to and
+  // from the worker thread: where CPUs are shared, each hand-off is a context switch, several
+  // per round trip (docs/benchmarks.md, "Immediate round trip"). Such a loop keeps its CPU
+  // busy. Any thread, concurrently with submit_* and stop().
+  bool progress();
 
   // Requests accepted and not yet reported to their callback (at most
   // max_outstanding_requests). A snapshot: other threads may change it at once.

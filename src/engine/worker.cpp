@@ -147,14 +147,26 @@ void Worker::run() {
   auto last_busy = Clock::now();
   auto next_expiry_check = last_busy;
   while (!stop_requested_.load(std::memory_order_acquire)) {
-    bool busy = drain_tasks();
-    busy |= drain_submissions();
-    busy |= progress_pending();
-    busy |= poll_domains();
+    bool busy = false;
+    {
+      // A caller inside assist() runs this pass for us; back off as if idle.
+      std::unique_lock loop(loop_mutex_, std::try_to_lock);
+      if (!loop) {
+        idle_wait(last_busy);
+        continue;
+      }
+      busy = drain_tasks();
+      busy |= drain_submissions();
+      busy |= progress_pending();
+      busy |= poll_domains();
+    }
     const auto now = Clock::now();
     if (now >= next_expiry_check) {
-      expire_stalled(now);
-      next_expiry_check = now + kExpiryCheckInterval;
+      // Skipped while a caller runs a pass; tried again on the next one.
+      if (std::unique_lock loop(loop_mutex_, std::try_to_lock); loop) {
+        expire_stalled(now);
+        next_expiry_check = now + kExpiryCheckInterval;
+      }
     }
     if (busy) {
       last_busy = now;
@@ -162,6 +174,8 @@ void Worker::run() {
       idle_wait(last_busy);
     }
   }
+  // After any assist() pass in flight; later ones see stop_requested_ and do nothing.
+  std::lock_guard loop(loop_mutex_);
   shutdown_sequence();
 }
 

@@ -83,6 +83,10 @@ class Worker {
 
   // --- any thread ---
   std::vector<PostTiming> take_post_timings();
+  // One pass of the loop (submissions, pending posts, completion queues; no tasks) on the
+  // calling thread, unless the worker thread or another caller is in one or stop() began.
+  // Whether it found work. worker_assist.cpp.
+  [[nodiscard]] bool assist();
 
  private:
   void run();
@@ -131,6 +135,9 @@ class Worker {
   std::atomic<bool> stop_requested_{false};
   std::atomic<bool> sleeping_{false};
   std::mutex sleep_mutex_;
+  // Held for each pass of the loop, by the worker thread or a caller in assist(): the
+  // worker-thread state below is touched by one pass at a time.
+  std::mutex loop_mutex_;
   std::condition_variable sleep_cv_;
   std::thread thread_;
   std::promise<void> thread_ended_;
