@@ -36,25 +36,42 @@ bool progress_until(TransferEngine& engine, Done&& done) {
   return found_work;
 }
 
+// This side of a RemoteWriter: an engine with a registered buffer and a counter of kImm.
+struct Receiver {
+  std::unique_ptr<TransferEngine> engine;
+  std::vector<std::byte> dst = std::vector<std::byte>(4096);
+  std::shared_ptr<ImmCounter> counter;
+};
+
+::testing::AssertionResult open_receiver(const EngineConfig& config, RemoteWriter& writer,
+                                         Receiver& out) {
+  auto engine = TransferEngine::create(config);
+  if (!engine) return ::testing::AssertionFailure() << engine.status().to_string();
+  out.engine = std::move(engine).value();
+  auto reg = out.engine->reg_mr(out.dst.data(), out.dst.size());
+  if (!reg) return ::testing::AssertionFailure() << reg.status().to_string();
+  auto counter = out.engine->imm_counter(kImm);
+  if (!counter) return ::testing::AssertionFailure() << counter.status().to_string();
+  out.counter = std::move(counter).value();
+  return writer.connect(reg->desc);
+}
+
 TEST_P(ProgressTest, WaitingCallerCountsImmediatesWhileTheWorkerSleeps) {
   constexpr std::uint32_t kCount = 100;
   RemoteWriter writer(config(), 64, 1);
-  ASSERT_ENGINE(engine, sleepy(config()));
-  std::vector<std::byte> dst(4096);
-  auto reg = engine->reg_mr(dst.data(), dst.size());
-  ASSERT_OK(reg);
-  auto counter = engine->imm_counter(kImm);
-  ASSERT_OK(counter);
-  ASSERT_TRUE(writer.connect(reg->desc));
+  Receiver rx;
+  ASSERT_TRUE(open_receiver(sleepy(config()), writer, rx));
+  TransferEngine* engine = rx.engine.get();
+  ImmCounter* counter = rx.counter.get();
 
   // The writer waits for its completions, which (tcp, verbs) need this side to progress.
   Outcome outcome;
   std::thread send([&] { outcome = writer.imm(kImm, kCount); });
   const bool found_work =
-      progress_until(*engine, [&] { return (*counter)->value() >= kCount; });
+      progress_until(*engine, [&] { return counter->value() >= kCount; });
   send.join();
   ASSERT_TRUE(outcome.ok()) << outcome.to_string();
-  EXPECT_EQ((*counter)->value(), kCount);
+  EXPECT_EQ(counter->value(), kCount);
   EXPECT_TRUE(found_work) << "progress() never found work, yet the immediates arrived";
   engine->stop();
   EXPECT_TRUE(writer.finish().has_value());
@@ -82,13 +99,10 @@ TEST_P(ProgressTest, WaitingCallerPostsAndCompletesItsSubmissionsWhileTheWorkerS
 TEST_P(ProgressTest, CallersOnSeveralThreadsBesideTheWorkerCountEachArrivalOnce) {
   constexpr std::uint32_t kCount = 2000;
   RemoteWriter writer(config(), 64, 1);
-  ASSERT_ENGINE(engine, config());
-  std::vector<std::byte> dst(4096);
-  auto reg = engine->reg_mr(dst.data(), dst.size());
-  ASSERT_OK(reg);
-  auto counter = engine->imm_counter(kImm);
-  ASSERT_OK(counter);
-  ASSERT_TRUE(writer.connect(reg->desc));
+  Receiver rx;
+  ASSERT_TRUE(open_receiver(config(), writer, rx));
+  TransferEngine* engine = rx.engine.get();
+  ImmCounter* counter = rx.counter.get();
 
   std::atomic<bool> sent{false};
   std::vector<std::thread> helpers;
@@ -101,9 +115,9 @@ TEST_P(ProgressTest, CallersOnSeveralThreadsBesideTheWorkerCountEachArrivalOnce)
   sent.store(true);
   for (auto& h : helpers) h.join();
   ASSERT_TRUE(outcome.ok()) << outcome.to_string();
-  ASSERT_OK((*counter)->wait(kCount, kWait));
+  ASSERT_OK(counter->wait(kCount, kWait));
   std::this_thread::sleep_for(kQuiet);  // a surplus arrival would show by now
-  EXPECT_EQ((*counter)->value(), kCount);
+  EXPECT_EQ(counter->value(), kCount);
   engine->stop();
   EXPECT_TRUE(writer.finish().has_value());
 }
