@@ -66,7 +66,7 @@ struct EngineConfig {
   // busy_poll keeps the worker spinning forever (lowest latency, one core).
   // idle_spin is 0 by default: a yield costs one syscall when the CPU has nothing else to
   // run, while a pure spin keeps the thread the worker just handed an immediate to (often on
-  // the same CPU) off it for the whole spin (docs/benchmarks.md, "Worker idle policy"). Raise
+  // the same CPU) off it for the whole spin (docs/benchmarks.md, "Immediate round trip"). Raise
   // it only where each worker has a core of its own.
   std::chrono::microseconds idle_spin{0};
   std::chrono::microseconds idle_yield{1000};
@@ -192,7 +192,8 @@ class TransferEngine {
   // Runs one pass of the worker's loop on the calling thread: posts what was submitted, polls
   // the completion queues, counts arrived immediates (completion callbacks still run on the
   // callback thread). Returns at once, false, while the worker thread or another caller is in
-  // a pass, or once stop() began; true when the pass found work. A thread that waits for an
+  // a pass, or once stop() began (after one yield of the CPU when the worker thread has tasks
+  // to run or requests to check for expiry); true when the pass found work. A thread that waits for an
   // immediate (a ping-pong) and calls this in its wait loop gets it without a hand-off to and
   // from the worker thread: where CPUs are shared, each hand-off is a context switch, several
   // per round trip (docs/benchmarks.md, "Immediate round trip"). Such a loop keeps its CPU

@@ -148,22 +148,28 @@ void Worker::run() {
   auto next_expiry_check = last_busy;
   while (!stop_requested_.load(std::memory_order_acquire)) {
     bool busy = false;
+    Clock::time_point now;
     {
-      // A caller inside assist() runs this pass for us; back off as if idle.
       std::unique_lock loop(loop_mutex_, std::try_to_lock);
       if (!loop) {
-        idle_wait(last_busy);
+        // A caller inside assist() runs this pass for us. Tasks and request expiry are this
+        // thread's alone: then ask callers to stand back and retry at once, so a caller that
+        // progresses without pause cannot starve them. Otherwise back off as if idle.
+        if (tasks_.size_approx() != 0 || Clock::now() >= next_expiry_check) {
+          worker_wants_loop_.store(true, std::memory_order_relaxed);
+          std::this_thread::yield();
+        } else if (!config_.busy_poll) {
+          idle_wait(last_busy);
+        }
         continue;
       }
+      worker_wants_loop_.store(false, std::memory_order_relaxed);
       busy = drain_tasks();
       busy |= drain_submissions();
       busy |= progress_pending();
       busy |= poll_domains();
-    }
-    const auto now = Clock::now();
-    if (now >= next_expiry_check) {
-      // Skipped while a caller runs a pass; tried again on the next one.
-      if (std::unique_lock loop(loop_mutex_, std::try_to_lock); loop) {
+      now = Clock::now();
+      if (now >= next_expiry_check) {
         expire_stalled(now);
         next_expiry_check = now + kExpiryCheckInterval;
       }

@@ -1,6 +1,7 @@
 // TransferEngine::progress(): a caller that runs the worker's loop itself. Immediates reach
 // its counters and its submissions are posted and completed while the worker thread sleeps,
-// and callers progressing from several threads beside the worker count every arrival once.
+// callers progressing from several threads beside the worker count every arrival once, and
+// leave the worker thread its own tasks.
 
 #include <atomic>
 #include <thread>
@@ -120,6 +121,31 @@ TEST_P(ProgressTest, CallersOnSeveralThreadsBesideTheWorkerCountEachArrivalOnce)
   EXPECT_EQ(counter->value(), kCount);
   engine->stop();
   EXPECT_TRUE(writer.finish().has_value());
+}
+
+TEST_P(ProgressTest, CallersThatProgressWithoutPauseLeaveTheWorkerItsTasks) {
+  // Registration runs on the worker thread (within control_timeout); two threads that call
+  // progress() back to back must not keep it from the loop.
+  ASSERT_ENGINE(engine, config());
+  std::atomic<bool> done{false};
+  std::vector<std::thread> helpers;
+  for (int t = 0; t < 2; ++t) {
+    helpers.emplace_back([&] { (void)progress_until(*engine, [&] { return done.load(); }); });
+  }
+  std::vector<std::byte> buf(4096);
+  Status failed;
+  for (int i = 0; i < 20 && failed.ok(); ++i) {
+    auto reg = engine->reg_mr(buf.data(), buf.size());
+    if (!reg) {
+      failed = reg.status();
+      break;
+    }
+    failed = engine->dereg_mr(reg->handle);
+  }
+  done.store(true);
+  for (auto& h : helpers) h.join();
+  EXPECT_OK(failed);
+  engine->stop();
 }
 
 TEST_P(ProgressTest, ReturnsFalseOnceStopped) {
