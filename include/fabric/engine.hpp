@@ -27,6 +27,20 @@
 
 namespace fabric {
 
+// One DomainGroup (docs/api.md#groups): the Domains, on the NICs near one GPU,
+// that serve that GPU's memory, with their own worker thread.
+struct GroupConfig {
+  // The CUDA device whose memory reg_mr() gives this group; -1: none (host
+  // memory only, when reg_mr names the group).
+  int gpu = -1;
+  // As EngineConfig::nics, for this group's Domains; empty: what the topology
+  // plan (or the provider default) gives the group at this position.
+  std::vector<std::string> nics;
+  // Where the group's worker runs; empty: the plan's CPUs for the group under
+  // EngineConfig::pinning (anywhere when pinning is off).
+  CpuSet cpus;
+};
+
 struct EngineConfig {
   // libfabric (EFA, software providers) or verbs (RC NICs); available_backends()
   // tells which this host can open.
@@ -37,6 +51,12 @@ struct EngineConfig {
   std::string provider = "shm";
   // Domains (NICs or provider instances) per group; all peers must agree.
   std::uint32_t domains_per_group = 1;
+  // The engine's DomainGroups, at most NetAddr::kMaxGroups. Empty: one per
+  // group of detect_topology()'s plan (one per GPU, GPU g's at g; one group on
+  // a host without GPUs), each with the plan's NICs and CPUs, group 0 with
+  // EngineConfig::nics. Given: exactly these (EngineConfig::nics must then be
+  // empty). Host memory goes to group 0 unless reg_mr names another.
+  std::vector<GroupConfig> groups;
   // IP-based providers bind here and nowhere else (unless nics names NICs).
   std::string bind_address = "127.0.0.1";
   // The NIC of each Domain: Domain i opens nics[i]. Empty: IP providers bind
@@ -106,6 +126,13 @@ struct EngineConfig {
 // that names no interface, address or device here.
 Result<std::vector<DomainNic>> resolve_domain_nics(const EngineConfig& config);
 
+// What one group of a running engine got.
+struct GroupInfo {
+  int gpu = -1;                 // the CUDA device whose memory it registers; -1 none
+  CpuSet cpus;                  // where its worker was pinned; empty: not pinned
+  std::vector<DomainNic> nics;  // Domain i's NIC at [i]
+};
+
 // A received message; data points into an engine buffer that is re-posted
 // when the callback returns.
 using RecvCallback = std::function<void(std::span<const std::byte> data)>;
@@ -121,13 +148,22 @@ class TransferEngine {
 
   [[nodiscard]] const NetAddr& main_address() const noexcept;
   [[nodiscard]] const EngineConfig& config() const noexcept;
+  // Domains per group.
   [[nodiscard]] std::size_t num_domains() const noexcept;
-  // What each Domain opened (EngineConfig::nics resolved), Domain i at [i].
+  [[nodiscard]] std::size_t num_groups() const noexcept;
+  // What each Domain of group 0 opened (EngineConfig::nics resolved), Domain i at [i].
   [[nodiscard]] const std::vector<DomainNic>& domain_nics() const noexcept;
+  // Every group: its GPU, CPUs and NICs, group g at [g].
+  [[nodiscard]] const std::vector<GroupInfo>& groups() const noexcept;
 
-  // Registers [ptr, ptr+len) on every Domain. Remote peers get only `access`.
+  // Registers [ptr, ptr+len) on every Domain of one group: `group` when given,
+  // else the group of the device's GPU (GroupConfig::gpu; group 0 for host
+  // memory and for a GPU no group names). Remote peers get only `access`;
+  // writes from this memory leave through that group's NICs and writes into
+  // it arrive through them (the MrDesc names the group).
   Result<Registered> reg_mr(void* ptr, std::size_t len, Device device = Device::host(),
-                            Access access = Access::remote_write);
+                            Access access = Access::remote_write,
+                            std::optional<std::uint32_t> group = std::nullopt);
   // Registers many regions (a model's layer tensors) in one pass of the worker thread: reg_mr
   // per region pays a round trip to the worker each, which dominates on a loaded host. The
   // result holds one Registered per range, in order. All or nothing: on an error no range stays
@@ -154,7 +190,8 @@ class TransferEngine {
   // An immediate-only WRITE to every peer.
   Status submit_barrier(const Barrier& request, OnDone on_done);
 
-  // Calls back once `count` WRITEs carrying `imm` have landed here. Arrivals
+  // Calls back once `count` WRITEs carrying `imm` have landed here, through
+  // any group's NICs. Arrivals
   // before this call count; arrivals beyond `count` carry over to the next
   // expectation (or counter) of the same imm. Expectations of one imm are
   // served in the order they were made.
@@ -189,15 +226,15 @@ class TransferEngine {
   // the provider cannot stop a peer's writes (shm writes by CMA from the peer's process).
   Status fence_peer(const NetAddr& peer);
 
-  // Runs one pass of the worker's loop on the calling thread: posts what was submitted, polls
-  // the completion queues, counts arrived immediates (completion callbacks still run on the
-  // callback thread). Returns at once, false, while the worker thread or another caller is in
-  // a pass, or once stop() began (after one yield of the CPU when the worker thread has tasks
-  // to run or requests to check for expiry); true when the pass found work. A thread that waits for an
-  // immediate (a ping-pong) and calls this in its wait loop gets it without a hand-off to and
-  // from the worker thread: where CPUs are shared, each hand-off is a context switch, several
-  // per round trip (docs/benchmarks.md, "Immediate round trip"). Such a loop keeps its CPU
-  // busy. Any thread, concurrently with submit_* and stop().
+  // Runs one pass of each group's worker loop on the calling thread: posts what was submitted,
+  // polls the completion queues, counts arrived immediates (completion callbacks still run on
+  // the callback thread). A group whose worker thread or another caller is in a pass is
+  // skipped, and so, after one yield of the CPU, is one whose worker thread has tasks to run or
+  // requests to check for expiry. False once stop() began; true when a pass found work. A
+  // thread that waits for an immediate (a ping-pong) and calls this in its wait loop gets it
+  // without a hand-off to and from a worker thread: where CPUs are shared, each hand-off is a
+  // context switch, several per round trip (docs/benchmarks.md, "Immediate round trip"). Such a
+  // loop keeps its CPU busy. Any thread, concurrently with submit_* and stop().
   bool progress();
 
   // Requests accepted and not yet reported to their callback (at most

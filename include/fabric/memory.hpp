@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -62,17 +63,18 @@ struct RemoteKey {
 // Immutable and cheap to copy. Wire format (version 2, checksummed) in docs/api.md#wire-formats.
 class MrDesc {
  public:
-  static constexpr std::uint8_t kWireVersion = 2;
+  static constexpr std::uint8_t kWireVersion = 3;
 
   MrDesc() = default;
+  // keys: one per Domain of the owner's group `group`, which registered the memory.
   static Result<MrDesc> make(NetAddr owner, std::uint64_t base, std::uint64_t length,
-                             std::vector<RemoteKey> keys);
+                             std::vector<RemoteKey> keys, std::uint32_t group = 0);
 
   static Result<MrDesc> decode(std::span<const std::byte> bytes);
   // Accepts the output of to_string().
   static Result<MrDesc> parse(std::string_view text);
   [[nodiscard]] std::vector<std::byte> encode() const;
-  // Printable and parseable: "fmd2:" followed by the hex of encode().
+  // Printable and parseable: "fmd3:" followed by the hex of encode().
   [[nodiscard]] std::string to_string() const;
   // For humans and logs: size, base and the owner's describe().
   [[nodiscard]] std::string describe() const;
@@ -82,7 +84,9 @@ class MrDesc {
   // The owner's virtual address of the region (informational).
   [[nodiscard]] std::uint64_t base() const noexcept;
   [[nodiscard]] std::uint64_t size() const noexcept;
-  // One per Domain of the owner, in Domain order.
+  // The owner's DomainGroup that registered the region: writes to it go to that group's NICs.
+  [[nodiscard]] std::uint32_t group() const noexcept;
+  // One per Domain of that group, in Domain order.
   [[nodiscard]] std::span<const RemoteKey> keys() const noexcept;
 
   friend bool operator==(const MrDesc& a, const MrDesc& b);
@@ -97,6 +101,8 @@ struct MemoryRange {
   void* ptr = nullptr;
   std::size_t length = 0;
   Device device = Device::host();
+  // As reg_mr's `group`: unset, the device's group (host memory: group 0).
+  std::optional<std::uint32_t> group;
 };
 
 // reg_mr()'s result.

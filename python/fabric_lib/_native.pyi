@@ -56,7 +56,7 @@ class NetAddr:
 
     @staticmethod
     def parse(text: str) -> NetAddr:
-        """Parses str(addr) ("fna2:" + hex). Raises MalformedError."""
+        """Parses str(addr) ("fna3:" + hex). Raises MalformedError."""
 
     def __bytes__(self) -> bytes: ...
     def __eq__(self, other: object) -> bool: ...
@@ -86,6 +86,10 @@ class NetAddr:
     def num_domains(self) -> int:
         """Domains (NICs) per group; peers must agree."""
 
+    @property
+    def num_groups(self) -> int:
+        """DomainGroups of the engine (one per GPU it serves)."""
+
 class MrDesc:
     """The remote side of a registration: where peers may write. Exchange it out of band as bytes(desc) or str(desc); pickles too."""
 
@@ -95,7 +99,7 @@ class MrDesc:
 
     @staticmethod
     def parse(text: str) -> MrDesc:
-        """Parses str(desc) ("fmd2:" + hex). Raises MalformedError."""
+        """Parses str(desc) ("fmd3:" + hex). Raises MalformedError."""
 
     def __bytes__(self) -> bytes: ...
     def __eq__(self, other: object) -> bool: ...
@@ -112,6 +116,10 @@ class MrDesc:
     @property
     def size(self) -> int:
         """The region's length in bytes."""
+
+    @property
+    def group(self) -> int:
+        """The owner's DomainGroup that registered it; writes land through its NICs."""
 
     @property
     def owner(self) -> NetAddr:
@@ -263,6 +271,7 @@ class Engine:
         idle_sleep_us: int = 200,
         backend: str = "libfabric",
         verbs_device: str = "",
+        groups: int | None = None,
     ) -> None:
         """Opens the provider's Domains and starts the worker and callback threads. provider: "shm", "tcp", "sockets", "udp", "efa", "auto" or any libfabric provider string. backend: "libfabric" or "verbs" (RC NICs; verbs_device picks one, empty: every active port). Raises NotFoundError or UnsupportedError if the provider cannot be used."""
 
@@ -272,7 +281,11 @@ class Engine:
 
     @property
     def num_domains(self) -> int:
-        """Domains (NICs) in the group."""
+        """Domains (NICs) per group."""
+
+    @property
+    def num_groups(self) -> int:
+        """DomainGroups: one per GPU of the topology plan unless groups= was given."""
 
     @property
     def max_message_size(self) -> int:
@@ -298,8 +311,9 @@ class Engine:
         *,
         owner: Any = None,
         remote_read: bool = False,
+        group: int | None = None,
     ) -> tuple[MrHandle, MrDesc]:
-        """Registers memory on every Domain and returns (MrHandle, MrDesc). obj is a writable C-contiguous buffer (numpy array, bytearray, ...), a contiguous torch tensor, or an int address with length and device ("cpu", "cuda:N"). The engine keeps obj (and owner) alive until dereg_mr() or stop(). Peers may only write unless remote_read."""
+        """Registers memory on every Domain of one group (group=, else the device's GPU's group, else group 0) and returns (MrHandle, MrDesc). obj is a writable C-contiguous buffer (numpy array, bytearray, ...), a contiguous torch tensor, or an int address with length and device ("cpu", "cuda:N"). The engine keeps obj (and owner) alive until dereg_mr() or stop(). Peers may only write unless remote_read."""
 
     def dereg_mr(self, handle: MrHandle) -> None:
         """Revokes a registration on every Domain once local transfers from it have finished; later remote writes to it fail on the writer's side."""

@@ -33,7 +33,7 @@ void bind_engine(py::module_& m) {
            py::arg("idle_spin_us") = d.idle_spin.count(),
            py::arg("idle_yield_us") = d.idle_yield.count(),
            py::arg("idle_sleep_us") = d.idle_sleep.count(), py::arg("backend") = "libfabric",
-           py::arg("verbs_device") = d.verbs.device,
+           py::arg("verbs_device") = d.verbs.device, py::arg("groups") = py::none(),
            "Opens the provider's Domains and starts the worker and callback threads. provider: "
            "\"shm\", \"tcp\", \"sockets\", \"udp\", \"efa\", \"auto\" or any libfabric provider "
            "string. backend: \"libfabric\" or \"verbs\" (RC NICs; verbs_device picks one, empty: "
@@ -44,7 +44,10 @@ void bind_engine(py::module_& m) {
           "This engine's NetAddr; hand it to peers out of band.")
       .def_property_readonly(
           "num_domains", [](const PyEngine& e) { return e.address().num_domains(); },
-          "Domains (NICs) in the group.")
+          "Domains (NICs) per group.")
+      .def_property_readonly(
+          "num_groups", [](const PyEngine& e) { return e.address().num_groups(); },
+          "DomainGroups: one per GPU of the topology plan unless groups= was given.")
       .def_property_readonly(
           "max_message_size", [](const PyEngine& e) { return e.config().max_message_size; },
           "Largest message send() may carry and submit_recvs() buffers must hold.")
@@ -61,8 +64,9 @@ void bind_engine(py::module_& m) {
           "How many callbacks raised (each was logged to the \"fabric_lib\" logger).")
       .def("reg_mr", &reg_mr, py::arg("obj"), py::arg("length") = py::none(),
            py::arg("device") = py::none(), py::kw_only(), py::arg("owner") = py::none(),
-           py::arg("remote_read") = false,
-           "Registers memory on every Domain and returns (MrHandle, MrDesc). obj is a writable "
+           py::arg("remote_read") = false, py::arg("group") = py::none(),
+           "Registers memory on every Domain of one group (group=, else the device's GPU's "
+           "group, else group 0) and returns (MrHandle, MrDesc). obj is a writable "
            "C-contiguous buffer (numpy array, bytearray, ...), a contiguous torch tensor, or an "
            "int address with length and device (\"cpu\", \"cuda:N\"). The engine keeps obj (and "
            "owner) alive until dereg_mr() or stop(). Peers may only write unless remote_read.")

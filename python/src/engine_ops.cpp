@@ -64,8 +64,9 @@ std::unique_ptr<PyEngine> make_engine(
     std::int64_t request_timeout_ms, std::int64_t control_timeout_ms, std::int64_t drain_timeout_ms,
     bool busy_poll, std::optional<bool> delivery_complete, std::int64_t idle_spin_us,
     std::int64_t idle_yield_us, std::int64_t idle_sleep_us, const std::string& backend,
-    const std::string& verbs_device) {
+    const std::string& verbs_device, std::optional<std::int64_t> groups) {
   EngineConfig c;
+  if (groups) c.groups.assign(to_u32(*groups, "groups"), GroupConfig{});
   if (backend == "verbs") {
     c.backend = Backend::verbs;
   } else if (backend != "libfabric") {
@@ -90,12 +91,15 @@ std::unique_ptr<PyEngine> make_engine(
 }
 
 py::tuple reg_mr(PyEngine& self, MemoryArg obj, std::optional<std::int64_t> length,
-                 DeviceArg device, py::object owner, bool remote_read) {
+                 DeviceArg device, py::object owner, bool remote_read,
+                 std::optional<std::int64_t> group) {
   MemoryTarget t = resolve_memory(obj, length, device, std::move(owner));
   const Access access =
       remote_read ? (Access::remote_write | Access::remote_read) : Access::remote_write;
+  std::optional<std::uint32_t> g;
+  if (group) g = to_u32(*group, "group");
   Registered r = take(self.call_released(
-      [&](TransferEngine& e) { return e.reg_mr(t.ptr, t.length, t.device, access); }));
+      [&](TransferEngine& e) { return e.reg_mr(t.ptr, t.length, t.device, access, g); }));
   self.pin(r.handle.registration().get(), t.keeper);
   return py::make_tuple(PyMrHandle{r.handle, t.origin, t.keeper}, r.desc);
 }

@@ -46,7 +46,7 @@ void bind_values(py::module_& m) {
                   "inconsistent input.")
       .def_static(
           "parse", [](std::string_view text) { return take(NetAddr::parse(text)); },
-          py::arg("text"), "Parses str(addr) (\"fna2:\" + hex). Raises MalformedError.")
+          py::arg("text"), "Parses str(addr) (\"fna3:\" + hex). Raises MalformedError.")
       .def("__bytes__", [](const NetAddr& a) { return to_bytes(a.encode()); })
       .def("__str__", &NetAddr::to_string)
       .def("__repr__", [](const NetAddr& a) { return "<fabric_lib." + a.describe() + ">"; })
@@ -65,7 +65,9 @@ void bind_values(py::module_& m) {
       .def_property_readonly("max_message_size", &NetAddr::max_message_size,
                              "Largest message this engine receives (Engine.send checks it).")
       .def_property_readonly("num_domains", &NetAddr::num_domains,
-                             "Domains (NICs) per group; peers must agree.");
+                             "Domains (NICs) per group; peers must agree.")
+      .def_property_readonly("num_groups", &NetAddr::num_groups,
+                             "DomainGroups of the engine (one per GPU it serves).");
 
   py::class_<MrDesc>(m, "MrDesc",
                      "The remote side of a registration: where peers may write. Exchange it out "
@@ -75,7 +77,7 @@ void bind_values(py::module_& m) {
                   "inconsistent input.")
       .def_static(
           "parse", [](std::string_view text) { return take(MrDesc::parse(text)); }, py::arg("text"),
-          "Parses str(desc) (\"fmd2:\" + hex). Raises MalformedError.")
+          "Parses str(desc) (\"fmd3:\" + hex). Raises MalformedError.")
       .def("__bytes__", [](const MrDesc& d) { return to_bytes(d.encode()); })
       .def("__str__", &MrDesc::to_string)
       .def("__repr__", [](const MrDesc& d) { return "<fabric_lib." + d.describe() + ">"; })
@@ -87,6 +89,9 @@ void bind_values(py::module_& m) {
                       [](const py::bytes& data) { return decode_bytes<MrDesc>(data); }))
       .def_property_readonly("base", &MrDesc::base, "The owner's virtual address of the region.")
       .def_property_readonly("size", &MrDesc::size, "The region's length in bytes.")
+      .def_property_readonly("group", &MrDesc::group,
+                             "The owner's DomainGroup that registered it; writes land through "
+                             "its NICs.")
       .def_property_readonly("owner", &MrDesc::owner, "The NetAddr of the registering engine.")
       .def_property_readonly(
           "keys",

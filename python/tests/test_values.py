@@ -28,7 +28,7 @@ def test_net_addr_round_trips(engine: fl.Engine) -> None:
     assert fl.NetAddr.from_bytes(bytearray(bytes(addr))) == addr
     assert fl.NetAddr.from_bytes(memoryview(bytes(addr))) == addr
     assert fl.NetAddr.parse(str(addr)) == addr
-    assert str(addr).startswith("fna2:")
+    assert str(addr).startswith("fna3:")
     assert pickle.loads(pickle.dumps(addr)) == addr
     assert copy.deepcopy(addr) == addr
     assert hash(fl.NetAddr.parse(str(addr))) == hash(addr)
@@ -36,13 +36,13 @@ def test_net_addr_round_trips(engine: fl.Engine) -> None:
     assert addr.num_domains == engine.num_domains == 1
     assert addr.max_message_size == engine.max_message_size
     assert addr != fl.Engine("shm").main_address  # a new engine is a new instance
-    assert addr != "fna2:" and (addr == object()) is False
+    assert addr != "fna3:" and (addr == object()) is False
 
 
 def test_mr_desc_round_trips(engine: fl.Engine, desc: fl.MrDesc) -> None:
     assert fl.MrDesc.from_bytes(bytes(desc)) == desc
     assert fl.MrDesc.parse(str(desc)) == desc
-    assert str(desc).startswith("fmd2:")
+    assert str(desc).startswith("fmd3:")
     assert pickle.loads(pickle.dumps(desc, protocol=pickle.HIGHEST_PROTOCOL)) == desc
     assert {desc: 1}[fl.MrDesc.parse(str(desc))] == 1
     assert desc.size == 4096
@@ -57,7 +57,7 @@ def test_malformed_bytes_raise(cls: type, data: bytes) -> None:
         cls.from_bytes(data)
 
 
-@pytest.mark.parametrize("cls,prefix", [(fl.NetAddr, "fna2:"), (fl.MrDesc, "fmd2:")])
+@pytest.mark.parametrize("cls,prefix", [(fl.NetAddr, "fna3:"), (fl.MrDesc, "fmd3:")])
 @pytest.mark.parametrize("tail", ["", "zz", "0", "00ff"])
 def test_malformed_text_raises(cls: type, prefix: str, tail: str) -> None:
     with pytest.raises(fl.MalformedError) as info:

@@ -101,18 +101,20 @@ Result<std::optional<DomainNic>> as_ip_nic(std::size_t i, const std::string& ent
   return std::optional<DomainNic>(nic);
 }
 
-// The host group's plan (Topology::groups[0], the group whose NUMA node the
+// Group `group`'s plan (Topology::groups[group], the group whose NUMA node its
 // worker is pinned to) as devices of this provider; `fallback` (the provider
 // default) when the plan gives this group none, or cannot be made here.
 Result<std::vector<DomainNic>> from_topology_plan(const EngineConfig& config,
-                                                  std::vector<DomainNic> fallback) {
+                                                  std::vector<DomainNic> fallback,
+                                                  std::size_t group) {
   auto topology = detect_topology(TopologyOptions{});
-  if (!topology || topology->groups.empty()) {
+  if (!topology || topology->groups.size() <= group) {
     log::info("NIC choice: provider default ({})",
-              topology ? "no group planned" : topology.status().to_string());
+              topology ? fmt::format("no group {} planned", group)
+                       : topology.status().to_string());
     return fallback;
   }
-  auto choice = plan_group_nics(*topology, topology->groups.front(), config,
+  auto choice = plan_group_nics(*topology, topology->groups[group], config,
                                 provider_devices(config));
   if (!choice) return choice.status();
   if (!choice->note.empty()) log::info("NIC choice: {}", choice->note);
@@ -163,7 +165,7 @@ std::vector<HostAddress> host_addresses() {
   return out;
 }
 
-Result<std::vector<DomainNic>> resolve_nics(const EngineConfig& config) {
+Result<std::vector<DomainNic>> resolve_nics(const EngineConfig& config, std::size_t group) {
   const std::size_t k = config.domains_per_group;
   if (!config.nics.empty() && config.nics.size() != k) {
     return Status(Errc::invalid_argument,
@@ -178,7 +180,7 @@ Result<std::vector<DomainNic>> resolve_nics(const EngineConfig& config) {
       out[i].device = config.nics.empty() ? config.verbs.device : config.nics[i];
     }
     if (config.nics.empty() && config.verbs.device.empty()) {
-      return from_topology_plan(config, std::move(out));
+      return from_topology_plan(config, std::move(out), group);
     }
     return out;
   }
@@ -199,7 +201,7 @@ Result<std::vector<DomainNic>> resolve_nics(const EngineConfig& config) {
     }
     // shm has one domain of its own; every other provider may name NICs.
     if (prov == "shm") return out;
-    return from_topology_plan(config, std::move(out));
+    return from_topology_plan(config, std::move(out), group);
   }
   for (std::size_t i = 0; i < k; ++i) {
     const std::string& entry = config.nics[i];

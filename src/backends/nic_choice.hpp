@@ -26,9 +26,10 @@ std::vector<HostAddress> host_addresses();
 // plan_group_nics(); nothing is opened.
 std::optional<ProviderDevices> provider_devices(const EngineConfig& config);
 
-// One DomainNic per Domain; an error names the bad entry and lists what the
-// host has instead. With nics empty, providers that open named devices get
-// the host group's NICs from the topology plan (plan_group_nics).
-Result<std::vector<DomainNic>> resolve_nics(const EngineConfig& config);
+// One DomainNic per Domain of group `group` (config.nics are that group's
+// entries); an error names the bad entry and lists what the host has instead.
+// With nics empty, providers that open named devices get that group's NICs
+// from the topology plan (plan_group_nics).
+Result<std::vector<DomainNic>> resolve_nics(const EngineConfig& config, std::size_t group = 0);
 
 }  // namespace fabric::domain

@@ -22,13 +22,13 @@ DomainDecorator current_decorator() {
   return g_decorator;
 }
 
-Result<OpenedDomains> open_backend(const EngineConfig& config) {
+Result<OpenedDomains> open_backend(const EngineConfig& config, std::size_t group) {
   if (config.domains_per_group == 0 || config.domains_per_group > NetAddr::kMaxDomains) {
     return Status(Errc::invalid_argument,
                   fmt::format("domains_per_group {} not in 1..{}", config.domains_per_group,
                               NetAddr::kMaxDomains));
   }
-  auto nics = resolve_nics(config);
+  auto nics = resolve_nics(config, group);
   if (!nics) return nics.status();
   OpenedDomains out;
   out.backend = config.backend;
@@ -79,8 +79,8 @@ void set_test_decorator(DomainDecorator decorator) {
   g_decorator = std::move(decorator);
 }
 
-Result<OpenedDomains> open_domains(const EngineConfig& config) {
-  auto opened = open_backend(config);
+Result<OpenedDomains> open_domains(const EngineConfig& config, std::size_t group) {
+  auto opened = open_backend(config, group);
   if (!opened) return opened;
   if (auto decorate = current_decorator()) {
     for (auto& d : opened->domains) d = decorate(std::move(d));

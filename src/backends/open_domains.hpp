@@ -17,7 +17,8 @@ struct OpenedDomains {
   std::vector<DomainNic> nics;  // what each Domain opened, Domain i at [i]
 };
 
-Result<OpenedDomains> open_domains(const EngineConfig& config);
+// config.nics are the group's entries; `group` picks its topology plan when they are empty.
+Result<OpenedDomains> open_domains(const EngineConfig& config, std::size_t group = 0);
 
 // TEST-ONLY. When set, open_domains() passes every Domain it opens through
 // this function and uses what it returns (e.g. a ReorderingDomain around it).

@@ -11,12 +11,12 @@ struct MrDesc::Data {
   std::uint64_t base = 0;
   std::uint64_t length = 0;
   std::vector<RemoteKey> keys;
+  std::uint32_t group = 0;
 };
 
 namespace {
 constexpr std::uint8_t kMagic[3] = {'F', 'M', 'D'};
-constexpr std::string_view kTextPrefix = "fmd2:";
-constexpr std::string_view kOldTextPrefix = "fmd1:";
+constexpr std::string_view kTextPrefix = "fmd3:";
 
 Status malformed(std::string_view what) {
   return {Errc::malformed, fmt::format("MrDesc: {}", what)};
@@ -24,11 +24,15 @@ Status malformed(std::string_view what) {
 }  // namespace
 
 Result<MrDesc> MrDesc::make(NetAddr owner, std::uint64_t base, std::uint64_t length,
-                            std::vector<RemoteKey> keys) {
+                            std::vector<RemoteKey> keys, std::uint32_t group) {
   if (owner.empty()) return malformed("owner NetAddr is empty");
   if (length == 0) return malformed("length is 0");
   if (!checked::add(base, length)) {
     return malformed(fmt::format("base {:#x} + length {} overflows", base, length));
+  }
+  if (group >= owner.num_groups()) {
+    return malformed(
+        fmt::format("group {} of an owner with {} groups", group, owner.num_groups()));
   }
   if (keys.size() != owner.num_domains()) {
     return malformed(fmt::format("{} keys for an owner with {} domains", keys.size(),
@@ -39,6 +43,7 @@ Result<MrDesc> MrDesc::make(NetAddr owner, std::uint64_t base, std::uint64_t len
   data->base = base;
   data->length = length;
   data->keys = std::move(keys);
+  data->group = group;
   MrDesc d;
   d.data_ = std::move(data);
   return d;
@@ -50,6 +55,7 @@ const NetAddr& MrDesc::owner() const {
 }
 std::uint64_t MrDesc::base() const noexcept { return data_ ? data_->base : 0; }
 std::uint64_t MrDesc::size() const noexcept { return data_ ? data_->length : 0; }
+std::uint32_t MrDesc::group() const noexcept { return data_ ? data_->group : 0; }
 std::span<const RemoteKey> MrDesc::keys() const noexcept {
   return data_ ? std::span<const RemoteKey>(data_->keys) : std::span<const RemoteKey>();
 }
@@ -58,7 +64,8 @@ bool operator==(const MrDesc& a, const MrDesc& b) {
   if (a.data_ == b.data_) return true;
   if (!a.data_ || !b.data_) return false;
   return a.data_->owner == b.data_->owner && a.data_->base == b.data_->base &&
-         a.data_->length == b.data_->length && a.data_->keys == b.data_->keys;
+         a.data_->length == b.data_->length && a.data_->keys == b.data_->keys &&
+         a.data_->group == b.data_->group;
 }
 
 std::vector<std::byte> MrDesc::encode() const {
@@ -70,6 +77,7 @@ std::vector<std::byte> MrDesc::encode() const {
   const auto owner_bytes = owner().encode();
   w.u16(static_cast<std::uint16_t>(owner_bytes.size()));
   w.bytes(owner_bytes);
+  w.u8(static_cast<std::uint8_t>(group()));
   const auto k = keys();
   w.u8(static_cast<std::uint8_t>(k.size()));
   for (const auto& key : k) {
@@ -90,8 +98,8 @@ Result<MrDesc> MrDesc::decode(std::span<const std::byte> bytes) {
   auto version = r.u8();
   if (!version) return malformed("truncated version");
   if (*version != kWireVersion) {
-    return malformed(fmt::format("unsupported version {} (this build reads {}; a version 1 "
-                                 "MrDesc comes from an older fabric-lib: export it again)",
+    return malformed(fmt::format("unsupported version {} (this build reads {}; an older "
+                                 "version comes from an older fabric-lib: export it again)",
                                  *version, kWireVersion));
   }
   // Checked before any field is trusted: a corrupted descriptor must not parse
@@ -108,6 +116,12 @@ Result<MrDesc> MrDesc::decode(std::span<const std::byte> bytes) {
   if (!owner_bytes) return malformed("truncated owner NetAddr");
   auto owner = NetAddr::decode(*owner_bytes);
   if (!owner) return malformed(fmt::format("owner: {}", owner.status().message()));
+  auto group = r.u8();
+  if (!group) return malformed("truncated group");
+  if (*group >= owner->num_groups()) {
+    return malformed(
+        fmt::format("group {} of an owner with {} groups", *group, owner->num_groups()));
+  }
   auto count = r.u8();
   if (!count) return malformed("truncated key count");
   if (*count != owner->num_domains()) {
@@ -122,7 +136,7 @@ Result<MrDesc> MrDesc::decode(std::span<const std::byte> bytes) {
     keys.push_back({*addr_base, *rkey});
   }
   if (r.remaining() != 0) return malformed(fmt::format("{} trailing bytes", r.remaining()));
-  return make(std::move(owner).value(), *base, *length, std::move(keys));
+  return make(std::move(owner).value(), *base, *length, std::move(keys), *group);
 }
 
 std::string MrDesc::to_string() const {
@@ -135,15 +149,20 @@ std::string MrDesc::describe() const {
   const std::string length = n % (1ULL << 20) == 0 && n != 0 ? fmt::format("{} MiB", n >> 20)
                              : n % (1ULL << 10) == 0 && n != 0 ? fmt::format("{} KiB", n >> 10)
                                                                : fmt::format("{} B", n);
-  return fmt::format("MrDesc({} at {:#x} of {})", length, base(), owner().describe());
+  return fmt::format("MrDesc({} at {:#x} of group {} of {})", length, base(), group(),
+                     owner().describe());
 }
 
 Result<MrDesc> MrDesc::parse(std::string_view text) {
-  if (text.starts_with(kOldTextPrefix)) {
-    return malformed("unsupported version 1 text form \"fmd1:\" (this build reads \"fmd2:\"; "
-                     "it comes from an older fabric-lib: export it again)");
+  if (text.size() >= kTextPrefix.size() && text.starts_with("fmd") &&
+      text[kTextPrefix.size() - 1] == ':' && !text.starts_with(kTextPrefix)) {
+    return malformed(fmt::format("unsupported version {} text form \"{}\" (this build reads "
+                                 "\"{}\"; it comes from an older fabric-lib: export it again)",
+                                 text[3], text.substr(0, kTextPrefix.size()), kTextPrefix));
   }
-  if (!text.starts_with(kTextPrefix)) return malformed("text form must start with \"fmd2:\"");
+  if (!text.starts_with(kTextPrefix)) {
+    return malformed(fmt::format("text form must start with \"{}\"", kTextPrefix));
+  }
   auto bytes = wire::from_hex(text.substr(kTextPrefix.size()));
   if (!bytes) return malformed("text form is not valid hex");
   return decode(*bytes);

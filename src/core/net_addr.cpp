@@ -9,15 +9,14 @@ namespace fabric {
 
 namespace {
 constexpr std::uint8_t kMagic[3] = {'F', 'N', 'A'};
-constexpr std::string_view kTextPrefix = "fna2:";
-constexpr std::string_view kOldTextPrefix = "fna1:";
+constexpr std::string_view kTextPrefix = "fna3:";
 
 Status malformed(std::string_view what) {
   return {Errc::malformed, fmt::format("NetAddr: {}", what)};
 }
 
 Status check_parts(Backend backend, const std::string& provider, std::uint32_t max_message_size,
-                   const std::vector<std::vector<std::byte>>& domains) {
+                   const std::vector<std::vector<std::byte>>& domains, std::size_t groups) {
   if (backend != Backend::libfabric && backend != Backend::verbs) {
     return malformed(fmt::format("unknown backend {}", static_cast<int>(backend)));
   }
@@ -31,9 +30,17 @@ Status check_parts(Backend backend, const std::string& provider, std::uint32_t m
     return malformed(fmt::format("provider name has a NUL byte at position {}", nul));
   }
   if (max_message_size == 0) return malformed("max_message_size is 0");
-  if (domains.empty() || domains.size() > NetAddr::kMaxDomains) {
+  if (groups == 0 || groups > NetAddr::kMaxGroups) {
+    return malformed(fmt::format("group count {} not in 1..{}", groups, NetAddr::kMaxGroups));
+  }
+  if (domains.size() % groups != 0) {
+    return malformed(fmt::format("{} domain addresses do not split into {} equal groups",
+                                 domains.size(), groups));
+  }
+  const std::size_t per_group = domains.size() / groups;
+  if (per_group == 0 || per_group > NetAddr::kMaxDomains) {
     return malformed(
-        fmt::format("domain count {} not in 1..{}", domains.size(), NetAddr::kMaxDomains));
+        fmt::format("domain count {} not in 1..{}", per_group, NetAddr::kMaxDomains));
   }
   for (std::size_t i = 0; i < domains.size(); ++i) {
     if (domains[i].empty() || domains[i].size() > NetAddr::kMaxDomainAddressBytes) {
@@ -55,8 +62,10 @@ std::string_view backend_name(Backend backend) noexcept {
 
 Result<NetAddr> NetAddr::make(Backend backend, std::string provider, std::uint64_t instance_id,
                               std::uint32_t max_message_size,
-                              std::vector<std::vector<std::byte>> domain_addresses) {
-  if (auto st = check_parts(backend, provider, max_message_size, domain_addresses); !st.ok()) {
+                              std::vector<std::vector<std::byte>> domain_addresses,
+                              std::size_t num_groups) {
+  if (auto st = check_parts(backend, provider, max_message_size, domain_addresses, num_groups);
+      !st.ok()) {
     return st;
   }
   NetAddr a;
@@ -64,6 +73,7 @@ Result<NetAddr> NetAddr::make(Backend backend, std::string provider, std::uint64
   a.provider_ = std::move(provider);
   a.instance_id_ = instance_id;
   a.max_message_size_ = max_message_size;
+  a.domains_per_group_ = domain_addresses.size() / num_groups;
   a.domains_ = std::move(domain_addresses);
   return a;
 }
@@ -77,7 +87,8 @@ std::vector<std::byte> NetAddr::encode() const {
   w.text(provider_);
   w.u64(instance_id_);
   w.u32(max_message_size_);
-  w.u8(static_cast<std::uint8_t>(domains_.size()));
+  w.u8(static_cast<std::uint8_t>(num_groups()));
+  w.u8(static_cast<std::uint8_t>(domains_per_group_));
   for (const auto& d : domains_) {
     w.u16(static_cast<std::uint16_t>(d.size()));
     w.bytes(d);
@@ -96,8 +107,8 @@ Result<NetAddr> NetAddr::decode(std::span<const std::byte> bytes) {
   auto version = r.u8();
   if (!version) return malformed("truncated version");
   if (*version != kWireVersion) {
-    return malformed(fmt::format("unsupported version {} (this build reads {}; a version 1 "
-                                 "NetAddr comes from an older fabric-lib: export it again)",
+    return malformed(fmt::format("unsupported version {} (this build reads {}; an older "
+                                 "version comes from an older fabric-lib: export it again)",
                                  *version, kWireVersion));
   }
   // Checked before any field is trusted: a corrupted descriptor must not parse
@@ -113,13 +124,17 @@ Result<NetAddr> NetAddr::decode(std::span<const std::byte> bytes) {
   if (!name) return malformed("truncated provider name");
   auto instance = r.u64();
   auto max_msg = r.u32();
+  auto groups = r.u8();
   auto count = r.u8();
-  if (!instance || !max_msg || !count) return malformed("truncated header");
+  if (!instance || !max_msg || !groups || !count) return malformed("truncated header");
+  if (*groups == 0 || *groups > kMaxGroups) {
+    return malformed(fmt::format("group count {} not in 1..{}", *groups, kMaxGroups));
+  }
   if (*count == 0 || *count > kMaxDomains) {
     return malformed(fmt::format("domain count {} not in 1..{}", *count, kMaxDomains));
   }
   std::vector<std::vector<std::byte>> domains;
-  for (unsigned i = 0; i < *count; ++i) {
+  for (unsigned i = 0; i < unsigned{*groups} * *count; ++i) {
     auto len = r.u16();
     if (!len) return malformed(fmt::format("truncated length of domain {}", i));
     auto addr = r.bytes(*len);
@@ -129,7 +144,7 @@ Result<NetAddr> NetAddr::decode(std::span<const std::byte> bytes) {
   if (r.remaining() != 0) return malformed(fmt::format("{} trailing bytes", r.remaining()));
   std::string provider(reinterpret_cast<const char*>(name->data()), name->size());
   return make(static_cast<Backend>(*backend), std::move(provider), *instance, *max_msg,
-              std::move(domains));
+              std::move(domains), *groups);
 }
 
 std::string NetAddr::to_string() const {
@@ -137,11 +152,15 @@ std::string NetAddr::to_string() const {
 }
 
 Result<NetAddr> NetAddr::parse(std::string_view text) {
-  if (text.starts_with(kOldTextPrefix)) {
-    return malformed("unsupported version 1 text form \"fna1:\" (this build reads \"fna2:\"; "
-                     "it comes from an older fabric-lib: export it again)");
+  if (text.size() >= kTextPrefix.size() && text.starts_with("fna") &&
+      text[kTextPrefix.size() - 1] == ':' && !text.starts_with(kTextPrefix)) {
+    return malformed(fmt::format("unsupported version {} text form \"{}\" (this build reads "
+                                 "\"{}\"; it comes from an older fabric-lib: export it again)",
+                                 text[3], text.substr(0, kTextPrefix.size()), kTextPrefix));
   }
-  if (!text.starts_with(kTextPrefix)) return malformed("text form must start with \"fna2:\"");
+  if (!text.starts_with(kTextPrefix)) {
+    return malformed(fmt::format("text form must start with \"{}\"", kTextPrefix));
+  }
   auto bytes = wire::from_hex(text.substr(kTextPrefix.size()));
   if (!bytes) return malformed("text form is not valid hex");
   return decode(*bytes);
@@ -151,7 +170,7 @@ std::string NetAddr::describe() const {
   if (empty()) return "NetAddr(empty)";
   std::string out = fmt::format("NetAddr({} ", provider_);
   for (std::size_t i = 0; i < domains_.size(); ++i) {
-    if (i) out += ", ";
+    if (i) out += domains_per_group_ > 0 && i % domains_per_group_ == 0 ? " | " : ", ";
     out += describe_domain_address(backend_, domains_[i]);
   }
   out += fmt::format(" instance={:08x})", instance_id_ >> 32);

@@ -99,6 +99,12 @@ class Domain {
   // Reads up to out.size() events; returns how many were written.
   virtual std::size_t poll(std::span<Event> out) = 0;
 
+  // True when bytes are waiting that the provider moves only while this Domain is polled
+  // (manual data progress: tcp;ofi_rxm copies a WRITE's payload off its socket inside poll(),
+  // and delivers no event until the last byte is in). The worker does not sleep while any of
+  // its Domains says so. Asked only when the worker is about to sleep; costs a syscall or two.
+  [[nodiscard]] virtual bool progress_pending() noexcept { return false; }
+
   // After it returns ok, nothing from that peer lands here (TransferEngine::fence_peer).
   virtual Status fence_peer(std::span<const std::byte> /*address*/) {
     return {Errc::unsupported, "this backend cannot fence a peer"};

@@ -9,8 +9,8 @@ namespace fabric::engine {
 
 namespace {
 struct Abandoned {
-  std::unique_ptr<Worker> worker;
-  std::unique_ptr<CallbackThread> callbacks;
+  std::vector<std::unique_ptr<Worker>> workers;
+  std::shared_ptr<EngineShared> shared;
 };
 
 struct Graveyard {
@@ -25,10 +25,10 @@ Graveyard& graveyard() {
 }
 }  // namespace
 
-void abandon(std::unique_ptr<Worker> worker, std::unique_ptr<CallbackThread> callbacks) {
+void abandon(std::vector<std::unique_ptr<Worker>> workers, std::shared_ptr<EngineShared> shared) {
   auto& g = graveyard();
   std::lock_guard lock(g.mutex);
-  g.entries.push_back({std::move(worker), std::move(callbacks)});
+  g.entries.push_back({std::move(workers), std::move(shared)});
 }
 
 bool wait_for_abandoned_workers(std::chrono::milliseconds timeout) {
@@ -36,10 +36,12 @@ bool wait_for_abandoned_workers(std::chrono::milliseconds timeout) {
   auto& g = graveyard();
   std::lock_guard lock(g.mutex);
   for (auto& entry : g.entries) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (!entry.worker->wait_thread_ended(std::max(left, std::chrono::milliseconds(0)))) {
-      return false;
+    for (auto& worker : entry.workers) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (!worker->wait_thread_ended(std::max(left, std::chrono::milliseconds(0)))) {
+        return false;
+      }
     }
   }
   return true;

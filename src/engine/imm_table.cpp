@@ -5,6 +5,7 @@
 namespace fabric::engine {
 
 void ImmTable::arrive(std::uint32_t imm, std::uint64_t n) {
+  std::lock_guard lock(mutex_);
   auto it = entries_.try_emplace(imm).first;
   Entry& e = it->second;
   if (e.counter && e.expectations.empty()) {
@@ -16,6 +17,7 @@ void ImmTable::arrive(std::uint32_t imm, std::uint64_t n) {
 }
 
 void ImmTable::expect(std::uint32_t imm, std::uint64_t count, ImmCallback callback) {
+  std::lock_guard lock(mutex_);
   auto it = entries_.try_emplace(imm).first;
   it->second.expectations.push_back({count, std::move(callback)});
   serve(it);
@@ -40,6 +42,7 @@ void ImmTable::serve(std::unordered_map<std::uint32_t, Entry>::iterator it) {
 }
 
 Status ImmTable::attach(const std::shared_ptr<ImmCounter>& counter) {
+  std::lock_guard lock(mutex_);
   auto it = entries_.try_emplace(counter->imm()).first;
   Entry& e = it->second;
   if (!e.expectations.empty()) {
@@ -55,6 +58,7 @@ Status ImmTable::attach(const std::shared_ptr<ImmCounter>& counter) {
 }
 
 void ImmTable::detach(std::uint32_t imm) {
+  std::lock_guard lock(mutex_);
   auto it = entries_.find(imm);
   if (it == entries_.end() || !it->second.counter) return;
   Entry& e = it->second;
@@ -67,6 +71,7 @@ void ImmTable::detach(std::uint32_t imm) {
 }
 
 std::uint64_t ImmTable::unclaimed(std::uint32_t imm) const {
+  std::lock_guard lock(mutex_);
   auto it = entries_.find(imm);
   return it == entries_.end() ? 0 : it->second.unclaimed;
 }

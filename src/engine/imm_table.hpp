@@ -1,11 +1,13 @@
 #pragma once
 // Counts immediate arrivals per value and serves expectations and counters.
-// Owned by one worker; never touched by other threads.
+// One per engine, shared by every group's worker (arrivals from any group's NICs count for the
+// same immediate) and by the API threads; a mutex orders them.
 
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 
 #include "fabric/engine.hpp"
@@ -37,7 +39,10 @@ class ImmTable {
   // Immediates with any state (pending expectations, a counter, or held
   // arrivals); a drained one is forgotten, so fresh immediates per request
   // do not grow the table.
-  [[nodiscard]] std::size_t tracked() const noexcept { return entries_.size(); }
+  [[nodiscard]] std::size_t tracked() const {
+    std::lock_guard lock(mutex_);
+    return entries_.size();
+  }
 
  private:
   struct Expectation {
@@ -54,6 +59,7 @@ class ImmTable {
   void serve(std::unordered_map<std::uint32_t, Entry>::iterator it);
 
   Fire fire_;
+  mutable std::mutex mutex_;
   std::unordered_map<std::uint32_t, Entry> entries_;
 };
 

@@ -20,6 +20,8 @@ struct Registration {
   Access access = Access::remote_write;
   // The engine that registered it; handles of another engine are rejected.
   const void* engine = nullptr;
+  // The group whose Domains hold `regions`; requests from it run on that group's worker.
+  std::uint32_t group = 0;
   // Cleared by dereg_mr and stop(); submissions check it.
   std::atomic<bool> alive{true};
   // One per Domain, in Domain order, covering at least [ptr, ptr+length):

@@ -12,6 +12,8 @@
 #include "engine/callback_thread.hpp"
 #include "engine/validate.hpp"
 #include "engine/abandoned.hpp"
+#include "engine/engine_shared.hpp"
+#include "engine/group_plan.hpp"
 #include "engine/worker.hpp"
 #include "watcher/watcher_thread.hpp"
 #include "fabric/engine.hpp"
@@ -23,12 +25,19 @@ using engine::OpKind;
 using engine::OpPtr;
 
 struct TransferEngine::Impl {
+  explicit Impl(const EngineConfig& c)
+      : config(c), shared(std::make_shared<engine::EngineShared>(c.max_outstanding_requests)) {}
+
   EngineConfig config;
   NetAddr address;
-  std::vector<DomainNic> nics;
+  std::vector<GroupInfo> group_info;
   engine::LocalIdentity identity;
-  std::unique_ptr<engine::CallbackThread> callbacks;
-  std::unique_ptr<engine::Worker> worker;
+  // The callback thread, the request bound and the immediate table of every group.
+  std::shared_ptr<engine::EngineShared> shared;
+  // Group g's worker at [g]. Group 0 also serves SENDs, receives, immediate-only writes and
+  // barriers, which have no source memory to pick a group by.
+  std::vector<std::unique_ptr<engine::Worker>> workers;
+  std::uint64_t next_peer_group = 1;
   // Started on first use: an idle poller costs a core on small machines.
   std::mutex watcher_mutex;
   std::unique_ptr<watcher::WatcherThread> watcher;
@@ -45,6 +54,28 @@ struct TransferEngine::Impl {
 
   std::mutex counters_mutex;
   std::unordered_set<std::uint32_t> counter_imms;
+
+  engine::Worker& group0() { return *workers.front(); }
+  // The worker of the group that owns a request's source memory.
+  engine::Worker& worker_of(const detail::Registration& src) { return *workers[src.group]; }
+
+  // reg_mr's group: the named one, else the device's GPU group, else group 0.
+  Result<std::uint32_t> group_for(Device device, std::optional<std::uint32_t> group) const {
+    if (group) {
+      if (*group >= workers.size()) {
+        return Status(Errc::invalid_argument,
+                      fmt::format("group {} does not exist (the engine has {} groups)", *group,
+                                  workers.size()));
+      }
+      return *group;
+    }
+    if (!device.is_host()) {
+      for (std::size_t g = 0; g < group_info.size(); ++g) {
+        if (group_info[g].gpu == device.index) return static_cast<std::uint32_t>(g);
+      }
+    }
+    return 0u;
+  }
 
   // Peer groups as submitters validate against them.
   std::shared_mutex groups_mutex;
@@ -93,36 +124,36 @@ struct TransferEngine::Impl {
     return config.record_post_timings ? engine::now_ns() : 0;
   }
 
-  Status enqueue(OpPtr op, std::uint64_t called, PostKind kind) {
+  Status enqueue(engine::Worker& worker, OpPtr op, std::uint64_t called, PostKind kind) {
     if (config.record_post_timings) {
       op->timing.kind = kind;
       op->timing.called = called;
       op->timing.enqueued = engine::now_ns();
     }
-    if (!worker->admit()) {
+    if (!worker.admit()) {
       return {Errc::again, fmt::format("{} requests outstanding (max_outstanding_requests)",
                                        config.max_outstanding_requests)};
     }
     // Accepted from here on: in flight for dereg_mr() before we return ok
     // (after admit(), so a refused request never holds the registration).
     if (op->src) op->src->in_flight.fetch_add(1, std::memory_order_acq_rel);
-    worker->submit(std::move(op));
+    worker.submit(std::move(op));
     return Status::success();
+  }
+
+  // Stops every worker, letting them drain at once; false if one is stuck in the provider.
+  bool stop_workers() {
+    for (auto& w : workers) w->request_stop();
+    bool all = true;
+    for (auto& w : workers) all &= w->stop();
+    return all;
   }
 };
 
 namespace {
-// The CPUs of the host group's NUMA node (or core) when pinning is on.
-CpuSet worker_placement(const EngineConfig& config) {
-  const Pinning pinning = config.pinning.value_or(default_pinning());
-  if (pinning == Pinning::off) return {};
-  auto topo = detect_topology(TopologyOptions{});
-  if (!topo || topo->groups.empty()) {
-    log::warn("pinning {} requested but topology detection failed: {}", to_string(pinning),
-              topo.status().to_string());
-    return {};
-  }
-  return worker_cpus(topo->groups.front(), pinning);
+// Opening may wait on a provider (a verbs device in a loaded VM): bounded, but generously.
+std::chrono::milliseconds open_bound(const EngineConfig& config) {
+  return config.control_timeout + config.stuck_worker_grace;
 }
 }  // namespace
 
@@ -138,35 +169,79 @@ Result<std::unique_ptr<TransferEngine>> TransferEngine::create(const EngineConfi
     return Status(Errc::invalid_argument,
                   "max_outstanding_requests and send_slots must be > 0");
   }
-  auto opened = domain::open_domains(config);
-  if (!opened) return opened.status();
+  if (config.domains_per_group == 0 || config.domains_per_group > NetAddr::kMaxDomains) {
+    return Status(Errc::invalid_argument,
+                  fmt::format("domains_per_group {} not in 1..{}", config.domains_per_group,
+                              NetAddr::kMaxDomains));
+  }
+  auto planned = engine::plan_groups(config);
+  if (!planned) return planned.status();
 
-  auto impl = std::make_unique<Impl>();
-  impl->config = config;
-  impl->nics = opened->nics;
+  auto impl = std::make_unique<Impl>(config);
+  engine::EngineShared& shared = *impl->shared;
+  for (std::size_t g = 0; g < planned->size(); ++g) {
+    impl->workers.push_back(std::make_unique<engine::Worker>(
+        static_cast<std::uint32_t>(g), config, shared.callbacks, shared.imms, shared.admission));
+  }
+  // Every group opens its Domains on its own worker at once; then they are checked in order.
+  for (std::size_t g = 0; g < planned->size(); ++g) {
+    const engine::PlannedGroup& plan = (*planned)[g];
+    impl->workers[g]->start(plan.cpus, [open = plan.open, index = plan.plan_index] {
+      return domain::open_domains(open, index);
+    });
+  }
   std::vector<std::vector<std::byte>> addresses;
-  for (const auto& d : opened->domains) {
-    addresses.emplace_back(d->address().begin(), d->address().end());
+  Status failed;
+  for (std::size_t g = 0; g < planned->size() && failed.ok(); ++g) {
+    auto opened = impl->workers[g]->wait_started(open_bound(config));
+    if (!opened) {
+      failed = planned->size() == 1
+                   ? opened.status()
+                   : Status(opened.status().code(),
+                            fmt::format("group {}: {}", g, opened.status().message()));
+      break;
+    }
+    if (g == 0) {
+      impl->identity = {impl.get(), opened->backend, opened->provider, opened->addresses.size()};
+    } else if (opened->provider != impl->identity.provider) {
+      failed = Status(Errc::invalid_argument,
+                      fmt::format("group {} opened provider {} but group 0 opened {}: every "
+                                  "group must use one provider",
+                                  g, opened->provider, impl->identity.provider));
+      break;
+    }
+    for (auto& a : opened->addresses) addresses.push_back(std::move(a));
+    impl->group_info.push_back(
+        GroupInfo{(*planned)[g].gpu, (*planned)[g].cpus, std::move(opened->nics)});
   }
   std::random_device rd;
   const std::uint64_t instance = (std::uint64_t{rd()} << 32) ^ rd();
-  auto address = NetAddr::make(opened->backend, opened->provider, instance,
-                               config.max_message_size, std::move(addresses));
-  if (!address) return address.status();
-  impl->address = std::move(address).value();
-  impl->identity = {impl.get(), opened->backend, opened->provider, opened->domains.size()};
-
-  impl->callbacks = std::make_unique<engine::CallbackThread>();
-  impl->worker = std::make_unique<engine::Worker>(std::move(opened->domains), config,
-                                                  *impl->callbacks);
-  if (auto st = impl->worker->prepare(); !st.ok()) {
-    impl->callbacks->stop();
-    return st;
+  if (failed.ok()) {
+    auto address =
+        NetAddr::make(impl->identity.backend, impl->identity.provider, instance,
+                      config.max_message_size, std::move(addresses), planned->size());
+    if (address) {
+      impl->address = std::move(address).value();
+    } else {
+      failed = address.status();
+    }
   }
-  impl->worker->start(worker_placement(config));
+  if (!failed.ok()) {
+    if (!impl->stop_workers()) {
+      engine::abandon(std::move(impl->workers), std::move(impl->shared));
+      return failed;
+    }
+    impl->shared->callbacks.stop();
+    return failed;
+  }
   log::info("engine up: {}", impl->address.describe());
-  for (std::size_t i = 0; i < impl->nics.size(); ++i) {
-    log::info("Domain {} ({}): {}", i, opened->provider, impl->nics[i].to_string());
+  for (std::size_t g = 0; g < impl->group_info.size(); ++g) {
+    const GroupInfo& info = impl->group_info[g];
+    for (std::size_t i = 0; i < info.nics.size(); ++i) {
+      log::info("group {} (gpu {}, cpus {}) Domain {} ({}): {}", g, info.gpu,
+                info.cpus.empty() ? "any" : info.cpus.to_string(), i, impl->identity.provider,
+                info.nics[i].to_string());
+    }
   }
   return std::unique_ptr<TransferEngine>(new TransferEngine(std::move(impl)));
 }
@@ -174,14 +249,20 @@ Result<std::unique_ptr<TransferEngine>> TransferEngine::create(const EngineConfi
 const NetAddr& TransferEngine::main_address() const noexcept { return impl_->address; }
 const EngineConfig& TransferEngine::config() const noexcept { return impl_->config; }
 std::size_t TransferEngine::num_domains() const noexcept { return impl_->address.num_domains(); }
-const std::vector<DomainNic>& TransferEngine::domain_nics() const noexcept { return impl_->nics; }
+std::size_t TransferEngine::num_groups() const noexcept { return impl_->group_info.size(); }
+const std::vector<DomainNic>& TransferEngine::domain_nics() const noexcept {
+  return impl_->group_info.front().nics;
+}
+const std::vector<GroupInfo>& TransferEngine::groups() const noexcept {
+  return impl_->group_info;
+}
 
 Result<std::vector<DomainNic>> resolve_domain_nics(const EngineConfig& config) {
   return domain::resolve_nics(config);
 }
 
 void TransferEngine::stop() {
-  if (impl_->callbacks && impl_->callbacks->on_this_thread()) {
+  if (impl_->shared && impl_->shared->callbacks.on_this_thread()) {
     // Joining the callback thread from itself would deadlock.
     log::error("stop() called from an engine callback; ignored (call it from another thread)");
     return;
@@ -196,19 +277,19 @@ void TransferEngine::stop() {
     std::lock_guard watcher_lock(impl_->watcher_mutex);
     if (impl_->watcher) impl_->watcher->stop();
   }
-  if (!impl_->worker->stop()) {
-    // The worker thread still runs (stuck in the provider) and uses both: leak them rather
-    // than free what it may touch once the provider lets it go.
-    engine::abandon(std::move(impl_->worker), std::move(impl_->callbacks));
+  if (!impl_->stop_workers()) {
+    // A worker thread still runs (stuck in the provider) and uses its Domains and the
+    // callback thread: leak them rather than free what it may touch once the provider lets go.
+    engine::abandon(std::move(impl_->workers), std::move(impl_->shared));
     return;
   }
   // The worker ran its shutdown after any assist() pass in flight, and later passes return at
   // once: what is left is callers between their check of accepting and assist()'s return.
   while (impl_->progressing.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
   // Callbacks may still reference receive buffers: finish them before the
-  // worker (and its buffers) go away.
-  impl_->callbacks->stop();
-  impl_->worker.reset();
+  // workers (and their buffers) go away.
+  impl_->shared->callbacks.stop();
+  impl_->workers.clear();
 }
 
 // ---------------------------------------------------------------- memory
@@ -235,15 +316,17 @@ Status check_registration(const void* ptr, std::size_t len, Access access) {
 }  // namespace
 
 Result<Registered> TransferEngine::reg_mr(void* ptr, std::size_t len, Device device,
-                                          Access access) {
+                                          Access access, std::optional<std::uint32_t> group) {
   Impl::Entry entry(*impl_);
   if (!entry.open()) return Impl::shut();
   if (auto st = check_registration(ptr, len, access); !st.ok()) return st;
-  auto* worker = impl_->worker.get();
+  auto g = impl_->group_for(device, group);
+  if (!g) return g.status();
+  auto* worker = impl_->workers[*g].get();
   const NetAddr& self = impl_->address;
   const void* engine = impl_.get();
   return worker->call<Registered>(
-      [=, &self]() { return worker->register_memory(ptr, len, device, access, self, engine); },
+      [=, &self]() { return worker->registrar().register_memory(ptr, len, device, access, self, engine); },
       impl_->config.control_timeout);
 }
 
@@ -251,35 +334,63 @@ Result<std::vector<Registered>> TransferEngine::reg_mrs(std::span<const MemoryRa
                                                         Access access) {
   Impl::Entry entry(*impl_);
   if (!entry.open()) return Impl::shut();
+  // Each range's group; every group's ranges are registered in one pass of its worker.
+  std::vector<std::vector<std::size_t>> by_group(impl_->workers.size());
   for (std::size_t i = 0; i < ranges.size(); ++i) {
-    if (auto st = check_registration(ranges[i].ptr, ranges[i].length, access); !st.ok()) {
-      return Status(st.code(), fmt::format("reg_mrs range {}: {}", i, st.message()));
-    }
+    Status st = check_registration(ranges[i].ptr, ranges[i].length, access);
+    auto g = impl_->group_for(ranges[i].device, ranges[i].group);
+    if (st.ok() && !g) st = g.status();
+    if (!st.ok()) return Status(st.code(), fmt::format("reg_mrs range {}: {}", i, st.message()));
+    by_group[*g].push_back(i);
   }
-  if (ranges.empty()) return std::vector<Registered>{};
-  auto* worker = impl_->worker.get();
   const NetAddr& self = impl_->address;
   const void* engine = impl_.get();
-  // A copy: the caller may give up after control_timeout while the worker still reads them.
-  std::vector<MemoryRange> copy(ranges.begin(), ranges.end());
-  return worker->call<std::vector<Registered>>(
-      [=, &self, ranges = std::move(copy)]() -> Result<std::vector<Registered>> {
-        std::vector<Registered> out;
-        out.reserve(ranges.size());
-        for (std::size_t i = 0; i < ranges.size(); ++i) {
-          const MemoryRange& r = ranges[i];
-          auto reg = worker->register_memory(r.ptr, r.length, r.device, access, self, engine);
-          if (!reg.ok()) {
-            // Nothing used the fresh registrations yet: each closes at once.
-            for (auto& done : out) worker->deregister(done.handle.registration(), {});
-            return Status(reg.status().code(),
-                          fmt::format("reg_mrs range {}: {}", i, reg.status().message()));
+  std::vector<std::optional<Registered>> placed(ranges.size());
+  // Undoes the groups done so far: nothing used the fresh registrations yet, each closes at once.
+  const auto roll_back = [&] {
+    for (std::size_t i = 0; i < placed.size(); ++i) {
+      if (!placed[i]) continue;
+      auto reg = placed[i]->handle.registration();
+      auto* worker = impl_->workers[reg->group].get();
+      worker->post_task([worker, reg] { worker->registrar().deregister(reg, {}); });
+    }
+  };
+  for (std::size_t g = 0; g < by_group.size(); ++g) {
+    if (by_group[g].empty()) continue;
+    auto* worker = impl_->workers[g].get();
+    // Copies: the caller may give up after control_timeout while the worker still reads them.
+    std::vector<MemoryRange> mine;
+    for (std::size_t i : by_group[g]) mine.push_back(ranges[i]);
+    auto done = worker->call<std::vector<Registered>>(
+        [=, &self, mine = std::move(mine), index = by_group[g]]()
+            -> Result<std::vector<Registered>> {
+          std::vector<Registered> out;
+          out.reserve(mine.size());
+          for (std::size_t j = 0; j < mine.size(); ++j) {
+            const MemoryRange& r = mine[j];
+            auto reg = worker->registrar().register_memory(r.ptr, r.length, r.device, access, self, engine);
+            if (!reg.ok()) {
+              for (auto& ok : out) worker->registrar().deregister(ok.handle.registration(), {});
+              return Status(reg.status().code(), fmt::format("reg_mrs range {}: {}", index[j],
+                                                             reg.status().message()));
+            }
+            out.push_back(std::move(reg).value());
           }
-          out.push_back(std::move(reg).value());
-        }
-        return out;
-      },
-      impl_->config.control_timeout);
+          return out;
+        },
+        impl_->config.control_timeout);
+    if (!done) {
+      roll_back();
+      return done.status();
+    }
+    for (std::size_t j = 0; j < by_group[g].size(); ++j) {
+      placed[by_group[g][j]] = std::move((*done)[j]);
+    }
+  }
+  std::vector<Registered> out;
+  out.reserve(placed.size());
+  for (auto& p : placed) out.push_back(std::move(*p));
+  return out;
 }
 
 Status TransferEngine::dereg_mr(const MrHandle& handle) {
@@ -288,10 +399,9 @@ Status TransferEngine::dereg_mr(const MrHandle& handle) {
   if (auto st = engine::check_source(handle, impl_->identity); !st.ok()) return st;
   auto promise = std::make_shared<std::promise<Status>>();
   auto future = promise->get_future();
-  auto* worker = impl_->worker.get();
-  worker->post_task([worker, reg = handle.registration(), promise] {
-    worker->deregister(reg, std::move(*promise));
-  });
+  auto reg = handle.registration();
+  auto* worker = &impl_->worker_of(*reg);
+  worker->post_task([worker, reg, promise] { worker->registrar().deregister(reg, std::move(*promise)); });
   if (future.wait_for(impl_->config.control_timeout) != std::future_status::ready) {
     return {Errc::timeout, "dereg_mr: transfers using the region did not finish in time"};
   }
@@ -316,13 +426,14 @@ Status TransferEngine::submit_send(const NetAddr& to, std::span<const std::byte>
             fmt::format("message of {} bytes exceeds this engine's max_message_size of {}",
                         message.size(), impl_->config.max_message_size)};
   }
-  OpPtr op = impl_->worker->new_op();
+  engine::Worker& worker = impl_->group0();
+  OpPtr op = worker.new_op();
   op->kind = OpKind::send;
   // Assigned into the pooled Op's storage: no allocation once it has held a message this long.
   op->send.to = to;
   op->send.message.assign(message.begin(), message.end());
   op->on_done = std::move(on_done);
-  return impl_->enqueue(std::move(op), called, PostKind::send);
+  return impl_->enqueue(worker, std::move(op), called, PostKind::send);
 }
 
 Status TransferEngine::submit_recvs(std::size_t len, std::uint32_t count, RecvCallback on_recv) {
@@ -336,10 +447,10 @@ Status TransferEngine::submit_recvs(std::size_t len, std::uint32_t count, RecvCa
   }
   if (count == 0) return {Errc::invalid_argument, "submit_recvs needs count > 0"};
   if (!on_recv) return {Errc::invalid_argument, "submit_recvs needs a callback"};
-  auto* worker = impl_->worker.get();
+  auto* worker = &impl_->group0();
   auto result = worker->call<bool>(
       [worker, len, count, cb = std::move(on_recv)]() mutable -> Result<bool> {
-        if (auto st = worker->add_recv_pool(len, count, std::move(cb)); !st.ok()) return st;
+        if (auto st = worker->receives().add_pool(len, count, std::move(cb)); !st.ok()) return st;
         return true;
       },
       impl_->config.control_timeout);
@@ -353,7 +464,8 @@ Status TransferEngine::submit_single_write(const SingleWrite& request, OnDone on
   Impl::Entry entry(*impl_);
   if (!entry.open()) return Impl::shut();
   if (auto st = engine::check_single_write(request, impl_->identity); !st.ok()) return st;
-  OpPtr op = impl_->worker->new_op();
+  engine::Worker& worker = impl_->worker_of(*request.src.mr.registration());
+  OpPtr op = worker.new_op();
   op->kind = OpKind::single;
   if (auto st = engine::plan_single_write_into(op->single.pieces, request.length, request.routing,
                                                static_cast<std::uint32_t>(num_domains()));
@@ -366,7 +478,7 @@ Status TransferEngine::submit_single_write(const SingleWrite& request, OnDone on
   op->imm = request.imm;
   op->src = request.src.mr.registration();
   op->dst = request.dst.mr;
-  return impl_->enqueue(std::move(op), called, PostKind::single_write);
+  return impl_->enqueue(worker, std::move(op), called, PostKind::single_write);
 }
 
 Status TransferEngine::submit_paged_writes(const PagedWrite& request, OnDone on_done) {
@@ -374,7 +486,8 @@ Status TransferEngine::submit_paged_writes(const PagedWrite& request, OnDone on_
   Impl::Entry entry(*impl_);
   if (!entry.open()) return Impl::shut();
   if (auto st = engine::check_paged_write(request, impl_->identity); !st.ok()) return st;
-  OpPtr op = impl_->worker->new_op();
+  engine::Worker& worker = impl_->worker_of(*request.src.registration());
+  OpPtr op = worker.new_op();
   op->kind = OpKind::paged;
   op->paged.page_length = request.page_length;
   op->paged.src = request.src_pages;  // copy-assigned: reuses the pooled Op's storage
@@ -383,7 +496,7 @@ Status TransferEngine::submit_paged_writes(const PagedWrite& request, OnDone on_
   op->imm = request.imm;
   op->src = request.src.registration();
   op->dst = request.dst;
-  return impl_->enqueue(std::move(op), called, PostKind::paged_write);
+  return impl_->enqueue(worker, std::move(op), called, PostKind::paged_write);
 }
 
 Status TransferEngine::submit_imm(std::uint32_t imm, const MrDesc& dst, OnDone on_done) {
@@ -391,12 +504,13 @@ Status TransferEngine::submit_imm(std::uint32_t imm, const MrDesc& dst, OnDone o
   Impl::Entry entry(*impl_);
   if (!entry.open()) return Impl::shut();
   if (auto st = engine::check_remote(dst, impl_->identity); !st.ok()) return st;
-  OpPtr op = impl_->worker->new_op();
+  engine::Worker& worker = impl_->group0();
+  OpPtr op = worker.new_op();
   op->kind = OpKind::imm;
   op->on_done = std::move(on_done);
   op->imm = imm;
   op->dst = dst;
-  return impl_->enqueue(std::move(op), called, PostKind::imm);
+  return impl_->enqueue(worker, std::move(op), called, PostKind::imm);
 }
 
 // ---------------------------------------------------------------- immediates
@@ -413,27 +527,35 @@ Status TransferEngine::expect_imm_count(std::uint32_t imm, std::uint64_t count,
               fmt::format("imm {} is counted by an ImmCounter; release it first", imm)};
     }
   }
-  auto* worker = impl_->worker.get();
-  worker->post_task([worker, imm, count, cb = std::move(on_reached)]() mutable {
-    worker->imms().expect(imm, count, std::move(cb));
-  });
+  impl_->shared->imms.expect(imm, count, std::move(on_reached));
   return Status::success();
 }
 
 bool TransferEngine::progress() {
   impl_->progressing.fetch_add(1, std::memory_order_seq_cst);
-  const bool did = impl_->accepting.load(std::memory_order_seq_cst) && impl_->worker->assist();
+  bool did = false;
+  if (impl_->accepting.load(std::memory_order_seq_cst)) {
+    for (auto& w : impl_->workers) did |= w->assist();
+  }
   impl_->progressing.fetch_sub(1, std::memory_order_seq_cst);
   return did;
 }
 
 std::uint32_t TransferEngine::outstanding_requests() const noexcept {
-  return impl_->worker ? impl_->worker->outstanding() : 0;
+  return impl_->shared ? impl_->shared->admission.outstanding() : 0;
 }
 
 std::vector<PostTiming> TransferEngine::take_post_timings() {
-  if (!impl_->worker) return {};  // stopped
-  return impl_->worker->take_post_timings();
+  std::vector<PostTiming> all;
+  for (auto& w : impl_->workers) {
+    auto mine = w->take_post_timings();
+    all.insert(all.end(), mine.begin(), mine.end());
+  }
+  if (impl_->workers.size() > 1) {
+    std::stable_sort(all.begin(), all.end(),
+                     [](const PostTiming& a, const PostTiming& b) { return a.called < b.called; });
+  }
+  return all;
 }
 
 Status TransferEngine::expect_imm_count(std::uint32_t imm, std::uint64_t count,
@@ -459,19 +581,12 @@ Result<std::shared_ptr<ImmCounter>> TransferEngine::imm_counter(std::uint32_t im
     }
   }
   auto counter = std::make_shared<ImmCounter>(imm);
-  auto* worker = impl_->worker.get();
   // Synchronous, so value() already holds the arrivals counted before this call.
   // Refused while an expectation of imm is pending (ImmTable::attach).
-  auto attached = worker->call<bool>(
-      [worker, counter]() -> Result<bool> {
-        if (Status st = worker->imms().attach(counter); !st.ok()) return st;
-        return true;
-      },
-      impl_->config.control_timeout);
-  if (!attached) {
+  if (Status st = impl_->shared->imms.attach(counter); !st.ok()) {
     std::lock_guard lock(impl_->counters_mutex);
     impl_->counter_imms.erase(imm);
-    return attached.status();
+    return st;
   }
   return counter;
 }
@@ -485,8 +600,7 @@ Status TransferEngine::release_imm_counter(std::uint32_t imm) {
       return {Errc::not_found, fmt::format("imm {} has no ImmCounter", imm)};
     }
   }
-  auto* worker = impl_->worker.get();
-  worker->post_task([worker, imm] { worker->imms().detach(imm); });
+  impl_->shared->imms.detach(imm);
   return Status::success();
 }
 
@@ -501,29 +615,45 @@ Result<PeerGroupHandle> TransferEngine::add_peer_group(const std::vector<NetAddr
       return Status(st.code(), fmt::format("peer {}: {}", i, st.message()));
     }
   }
-  auto* worker = impl_->worker.get();
-  auto id = worker->call<std::uint64_t>([worker, peers] { return worker->add_peer_group(peers); },
-                                        impl_->config.control_timeout);
-  if (!id) return id.status();
+  std::uint64_t id = 0;
   {
     std::unique_lock lock(impl_->groups_mutex);
-    impl_->groups.emplace(*id, peers);
+    id = impl_->next_peer_group++;
   }
-  return PeerGroupHandle{*id, static_cast<std::uint32_t>(peers.size())};
+  // Resolved on every group's worker: a scatter runs on the group of its source.
+  for (auto& w : impl_->workers) {
+    auto* worker = w.get();
+    auto done = worker->call<bool>(
+        [worker, id, peers]() -> Result<bool> {
+          if (auto st = worker->domains().add_peer_group(id, peers); !st.ok()) return st;
+          return true;
+        },
+        impl_->config.control_timeout);
+    if (!done) return done.status();
+  }
+  {
+    std::unique_lock lock(impl_->groups_mutex);
+    impl_->groups.emplace(id, peers);
+  }
+  return PeerGroupHandle{id, static_cast<std::uint32_t>(peers.size())};
 }
 
 Status TransferEngine::fence_peer(const NetAddr& peer) {
   Impl::Entry entry(*impl_);
   if (!entry.open()) return Impl::shut();
   if (auto st = engine::check_peer(peer, impl_->identity); !st.ok()) return st;
-  auto* worker = impl_->worker.get();
-  auto done = worker->call<bool>(
-      [worker, peer]() -> Result<bool> {
-        if (auto st = worker->fence_peer(peer); !st.ok()) return st;
-        return true;
-      },
-      impl_->config.control_timeout);
-  return done.status();
+  // Every group of ours may hear from every group of the peer.
+  for (auto& w : impl_->workers) {
+    auto* worker = w.get();
+    auto done = worker->call<bool>(
+        [worker, peer]() -> Result<bool> {
+          if (auto st = worker->domains().fence_peer(peer); !st.ok()) return st;
+          return true;
+        },
+        impl_->config.control_timeout);
+    if (!done) return done.status();
+  }
+  return Status::success();
 }
 
 Status TransferEngine::submit_scatter(const Scatter& request, OnDone on_done) {
@@ -547,7 +677,8 @@ Status TransferEngine::submit_scatter(const Scatter& request, OnDone on_done) {
       !st.ok()) {
     return st;
   }
-  OpPtr op = impl_->worker->new_op();
+  engine::Worker& worker = impl_->worker_of(*request.src.registration());
+  OpPtr op = worker.new_op();
   op->kind = OpKind::scatter;
   if (auto st = engine::plan_scatter_into(op->scatter.pieces, slices, request.routing, k);
       !st.ok()) {
@@ -558,7 +689,7 @@ Status TransferEngine::submit_scatter(const Scatter& request, OnDone on_done) {
   op->imm = request.imm;
   op->src = request.src.registration();
   if (request.group) op->group = request.group->id;
-  return impl_->enqueue(std::move(op), called, PostKind::scatter);
+  return impl_->enqueue(worker, std::move(op), called, PostKind::scatter);
 }
 
 Status TransferEngine::submit_barrier(const Barrier& request, OnDone on_done) {
@@ -576,13 +707,14 @@ Status TransferEngine::submit_barrier(const Barrier& request, OnDone on_done) {
       !st.ok()) {
     return st;
   }
-  OpPtr op = impl_->worker->new_op();
+  engine::Worker& worker = impl_->group0();
+  OpPtr op = worker.new_op();
   op->kind = OpKind::barrier;
   op->barrier.dsts.assign(request.dsts.begin(), request.dsts.end());
   op->on_done = std::move(on_done);
   op->imm = request.imm;
   if (request.group) op->group = request.group->id;
-  return impl_->enqueue(std::move(op), called, PostKind::barrier);
+  return impl_->enqueue(worker, std::move(op), called, PostKind::barrier);
 }
 
 // ---------------------------------------------------------------- watcher

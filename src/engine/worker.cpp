@@ -7,25 +7,12 @@
 #include <cstring>
 
 #include "common/log.hpp"
-#include "engine/device_allocation.hpp"
 
 namespace fabric::engine {
 
 namespace {
 using Clock = std::chrono::steady_clock;
 
-// Whether a cached peer's Domains are the owner's: byte compares only (the backend and
-// provider of every owner were checked at submit, against this engine's own).
-bool same_domain_addresses(const NetAddr& cached, const NetAddr& owner) {
-  if (cached.num_domains() != owner.num_domains()) return false;
-  for (std::size_t d = 0; d < owner.num_domains(); ++d) {
-    const auto a = cached.domain_address(d);
-    const auto b = owner.domain_address(d);
-    if (a.size() != b.size() || std::memcmp(a.data(), b.data(), a.size()) != 0) return false;
-  }
-  return true;
-}
-constexpr std::size_t kScratchBytes = 64;
 constexpr std::size_t kSubmissionBatch = 64;
 constexpr std::size_t kTaskBatch = 64;
 // A new request posts its first WRITE at once; the rest waits its turn.
@@ -36,59 +23,69 @@ constexpr auto kExpiryCheckInterval = std::chrono::milliseconds(5);
 domain::Token op_token(Op* op) { return reinterpret_cast<domain::Token>(op); }
 }  // namespace
 
-Worker::Worker(std::vector<std::unique_ptr<domain::Domain>> domains, const EngineConfig& config,
-               CallbackThread& callbacks)
-    : domains_(std::move(domains)),
+Worker::Worker(std::uint32_t group, const EngineConfig& config, CallbackThread& callbacks,
+               ImmTable& imms, Admission& admission)
+    : index_(group),
       config_(config),
       callbacks_(callbacks),
-      tx_in_flight_(domains_.size(), 0),
-      tx_depth_(domains_.size(), 0),
-      peer_progress_(domains_.size()),
-      imms_([this](ImmCallback cb, std::uint32_t imm, std::uint64_t count) {
-        callbacks_.post([cb = std::move(cb), imm, count] {
-          if (cb) cb(imm, count);
-        });
-      }) {
-  for (std::size_t d = 0; d < domains_.size(); ++d) tx_depth_[d] = domains_[d]->limits().tx_depth;
-}
+      imms_(imms),
+      admission_(admission),
+      registrar_(domains_, group),
+      receives_(domains_, callbacks, [this](RecvSlot* slot) {
+        post_task([this, slot] { receives_.post(slot); });
+      }) {}
 
 Worker::~Worker() { (void)stop(); }
 
-Status Worker::prepare() {
-  scratch_ = std::make_unique<std::byte[]>(kScratchBytes);
-  for (auto& d : domains_) {
-    auto region =
-        d->register_memory(domain::MemorySpan::host(scratch_.get(), kScratchBytes),
-                            static_cast<Access>(0));
-    if (!region) return region.status();
-    scratch_regions_.push_back(std::move(region).value());
-  }
-  if (domains_.front()->limits().needs_local_desc) {
+Status Worker::adopt(std::vector<std::unique_ptr<domain::Domain>> domains) {
+  if (auto st = domains_.adopt(std::move(domains)); !st.ok()) return st;
+  if (domains_.domain(0).limits().needs_local_desc) {
     auto staging =
-        SendStaging::create(*domains_.front(), config_.max_message_size, config_.send_slots);
+        SendStaging::create(domains_.domain(0), config_.max_message_size, config_.send_slots);
     if (!staging) return staging.status();
     staging_.emplace(std::move(staging).value());
   }
   return Status::success();
 }
 
-void Worker::start(CpuSet cpus) {
-  thread_ = std::thread([this, cpus = std::move(cpus)] {
+void Worker::start(CpuSet cpus, Opener open) {
+  thread_ = std::thread([this, cpus = std::move(cpus), open = std::move(open)] {
     if (!cpus.empty()) {
       if (auto st = pin_current_thread(cpus); !st.ok()) {
-        log::warn("worker stays unpinned: {}", st.to_string());
+        log::warn("group {}: worker stays unpinned: {}", index_, st.to_string());
       }
     }
+    // Opened here, after pinning: the provider's queues and our per-Domain state are first
+    // touched on the group's NUMA node (docs/topology.md).
+    auto opened = open();
+    Status st = opened ? adopt(std::move(opened->domains)) : opened.status();
+    if (!st.ok()) {
+      started_.set_value(st);
+      thread_ended_.set_value();
+      return;
+    }
+    Opened out{opened->backend, opened->provider, {}, std::move(opened->nics)};
+    for (const auto& d : domains_.domains()) {
+      out.addresses.emplace_back(d->address().begin(), d->address().end());
+    }
+    started_.set_value(std::move(out));
     run();
     thread_ended_.set_value();
   });
 }
 
+Result<Worker::Opened> Worker::wait_started(std::chrono::milliseconds timeout) {
+  if (started_future_.wait_for(timeout) != std::future_status::ready) {
+    return Status(Errc::timeout,
+                  fmt::format("group {}: opening its Domains took more than {} ms", index_,
+                              timeout.count()));
+  }
+  return started_future_.get();
+}
+
 bool Worker::admit() noexcept {
-  std::uint32_t cur = outstanding_.load(std::memory_order_relaxed);
-  do {
-    if (cur >= config_.max_outstanding_requests) return false;
-  } while (!outstanding_.compare_exchange_weak(cur, cur + 1, std::memory_order_acq_rel));
+  if (!admission_.admit()) return false;
+  outstanding_.fetch_add(1, std::memory_order_acq_rel);
   return true;
 }
 
@@ -111,6 +108,12 @@ void Worker::wake() {
 
 bool Worker::wait_thread_ended(std::chrono::milliseconds timeout) const {
   return ended_.wait_for(timeout) == std::future_status::ready;
+}
+
+void Worker::request_stop() {
+  stop_requested_.store(true, std::memory_order_seq_cst);
+  std::lock_guard lock(sleep_mutex_);
+  sleep_cv_.notify_one();
 }
 
 bool Worker::stop() {
@@ -192,6 +195,14 @@ void Worker::idle_wait(Clock::time_point last_busy) {
     std::this_thread::yield();
     return;
   }
+  // No sleep while a provider holds bytes that only polling moves (tcp;ofi_rxm: a large
+  // inbound WRITE brings no event until its last byte is read off the socket).
+  for (const auto& d : domains_.domains()) {
+    if (d->progress_pending()) {
+      std::this_thread::yield();
+      return;
+    }
+  }
   // Sleep, but never so long that incoming immediates wait on an unpolled CQ
   // for more than idle_sleep; a submission wakes us at once.
   std::unique_lock lock(sleep_mutex_);
@@ -227,7 +238,7 @@ bool Worker::drain_submissions() {
 
 bool Worker::progress_pending() {
   bool busy = false;
-  retry_unposted_recvs();
+  receives_.retry_unposted();
   while (!waiting_for_staging_.empty() && staging_ && !draining_) {
     Op* op = waiting_for_staging_.front();
     auto slot = staging_->acquire();
@@ -255,7 +266,7 @@ bool Worker::poll_domains() {
   std::array<domain::Event, 32> events;
   bool busy = false;
   for (std::size_t d = 0; d < domains_.size(); ++d) {
-    const std::size_t n = domains_[d]->poll(events);
+    const std::size_t n = domains_.domain(d).poll(events);
     // The completions of one poll share one clock read.
     const Clock::time_point now = n > 0 ? Clock::now() : Clock::time_point{};
     for (std::size_t i = 0; i < n; ++i) {
@@ -265,7 +276,7 @@ bool Worker::poll_domains() {
           imms_.arrive(ev.imm);
           break;
         case domain::Event::Kind::recv_done:
-          on_recv(recv_slot(ev.token), ev.length, ev.status);
+          receives_.arrived(recv_slot(ev.token), ev.length, ev.status);
           break;
         case domain::Event::Kind::tx_done:
           on_tx_done(reinterpret_cast<Op*>(ev.token), d, std::move(ev.status), now);
@@ -344,75 +355,44 @@ void Worker::start_op(Op* op) {
 
 Status Worker::resolve_peers(Op* op) {
   const std::size_t k = domains_.size();
-  if (op->group) {
-    auto it = peer_groups_.find(*op->group);
-    if (it == peer_groups_.end()) {
-      return {Errc::not_found, fmt::format("unknown peer group {}", *op->group)};
-    }
-    op->peers = it->second.data();
-    return Status::success();
-  }
   // The owners whose Domains this op writes to, in peer order.
   const std::vector<MrDesc>* dsts = op->kind == OpKind::scatter   ? &op->scatter.dsts
                                     : op->kind == OpKind::barrier ? &op->barrier.dsts
                                                                   : nullptr;
+  if (op->group) {
+    const auto* table = domains_.peer_group(*op->group);
+    if (table == nullptr || dsts == nullptr || table->size() != dsts->size()) {
+      return {Errc::not_found, fmt::format("unknown peer group {}", *op->group)};
+    }
+    // Each peer's handles for the group its slice's memory belongs to (checked at submit).
+    op->own_peers.resize(dsts->size() * k);
+    for (std::size_t p = 0; p < dsts->size(); ++p) {
+      const auto& handles = (*table)[p];
+      std::copy_n(handles.begin() + std::size_t{(*dsts)[p].group()} * k, k,
+                  op->own_peers.begin() + p * k);
+    }
+    op->peers = op->own_peers.data();
+    return Status::success();
+  }
   if (dsts != nullptr) {
     op->own_peers.resize(dsts->size() * k);
     for (std::size_t p = 0; p < dsts->size(); ++p) {
-      if (auto st = resolve_owner((*dsts)[p].owner(), op->own_peers.data() + p * k); !st.ok()) {
+      const MrDesc& dst = (*dsts)[p];
+      if (auto st = domains_.resolve_owner(dst.owner(), dst.group(), op->own_peers.data() + p * k);
+          !st.ok()) {
         return st;
       }
     }
   } else {
     op->own_peers.resize(k);
+    // SENDs go to the peer's group 0, whose Domain 0 holds the receive buffers.
     const NetAddr& owner = op->kind == OpKind::send ? op->send.to : op->dst.owner();
-    if (auto st = resolve_owner(owner, op->own_peers.data()); !st.ok()) return st;
-  }
-  op->peers = op->own_peers.data();
-  return Status::success();
-}
-
-Status Worker::resolve_owner(const NetAddr& owner, domain::PeerHandle* out) {
-  const std::size_t k = domains_.size();
-  if (auto it = peer_cache_.find(owner.instance_id());
-      it != peer_cache_.end() && same_domain_addresses(it->second.address, owner)) {
-    std::copy_n(it->second.handles.begin(), k, out);
-    return Status::success();
-  }
-  CachedPeer resolved;
-  for (std::size_t d = 0; d < k; ++d) {
-    auto handle = domains_[d]->resolve_peer(owner.domain_address(d));
-    if (!handle) return handle.status();
-    resolved.handles[d] = *handle;
-  }
-  std::copy_n(resolved.handles.begin(), k, out);
-  resolved.address = owner;
-  peer_cache_.insert_or_assign(owner.instance_id(), std::move(resolved));
-  return Status::success();
-}
-
-Result<std::uint64_t> Worker::add_peer_group(const std::vector<NetAddr>& peers) {
-  const std::size_t k = domains_.size();
-  std::vector<domain::PeerHandle> table(peers.size() * k);
-  for (std::size_t p = 0; p < peers.size(); ++p) {
-    for (std::size_t d = 0; d < k; ++d) {
-      auto handle = domains_[d]->resolve_peer(peers[p].domain_address(d));
-      if (!handle) return handle.status();
-      table[p * k + d] = *handle;
+    const std::uint32_t group = op->kind == OpKind::send ? 0 : op->dst.group();
+    if (auto st = domains_.resolve_owner(owner, group, op->own_peers.data()); !st.ok()) {
+      return st;
     }
   }
-  const std::uint64_t id = next_group_id_++;
-  peer_groups_.emplace(id, std::move(table));
-  return id;
-}
-
-Status Worker::fence_peer(const NetAddr& peer) {
-  // The Domains forget the peer's address; so does the cache, or the next request would use
-  // the handle they dropped.
-  peer_cache_.erase(peer.instance_id());
-  for (std::size_t d = 0; d < domains_.size(); ++d) {
-    if (auto st = domains_[d]->fence_peer(peer.domain_address(d)); !st.ok()) return st;
-  }
+  op->peers = op->own_peers.data();
   return Status::success();
 }
 
@@ -474,9 +454,9 @@ Status Worker::post_one(Op* op) {
       break;
     }
     case OpKind::imm:
-      w.local = scratch_.get();
+      w.local = domains_.scratch();
       w.length = 0;
-      w.local_desc = scratch_regions_[0]->local_desc();
+      w.local_desc = domains_.scratch_desc(0);
       w.remote_addr = keys[0].addr_base;
       break;
     case OpKind::scatter: {
@@ -495,9 +475,9 @@ Status Worker::post_one(Op* op) {
       d = static_cast<std::uint32_t>(i % domains_.size());
       peer = i;
       const RemoteKey& key = op->barrier.dsts[peer].keys()[d];
-      w.local = scratch_.get();
+      w.local = domains_.scratch();
       w.length = 0;
-      w.local_desc = scratch_regions_[d]->local_desc();
+      w.local_desc = domains_.scratch_desc(d);
       w.remote_addr = key.addr_base;
       rkey = key.rkey;
       break;
@@ -505,22 +485,21 @@ Status Worker::post_one(Op* op) {
     case OpKind::send:
       break;
   }
-  if (tx_in_flight_[d] >= tx_depth_[d]) return Status(Errc::again, {});
+  if (domains_.full(d)) return Status(Errc::again, {});
   const Status st = [&] {
     if (op->kind == OpKind::send) {
       const SendPlan& plan = op->send;
       const void* buf = staging_ ? static_cast<const void*>(staging_->data(plan.slot))
                                  : static_cast<const void*>(plan.message.data());
       void* desc = staging_ ? staging_->desc() : nullptr;
-      return domains_[0]->post_send(op->peers[0], buf, plan.message.size(), desc, op_token(op));
+      return domains_.post_send(op->peers[0], buf, plan.message.size(), desc, op_token(op));
     }
     w.peer = op->peers[std::size_t{peer} * domains_.size() + d];
     w.rkey = rkey ? *rkey : keys[d].rkey;
-    return domains_[d]->post_write(w);
+    return domains_.post_write(d, w);
   }();
   if (st.ok()) {
     ++op->posted;
-    ++tx_in_flight_[d];
     if (config_.record_post_timings) {
       const std::uint64_t t = now_ns();
       if (op->posted == 1) op->timing.first_post = t;
@@ -545,12 +524,10 @@ std::vector<PostTiming> Worker::take_post_timings() {
 }
 
 void Worker::on_tx_done(Op* op, std::size_t domain, Status status, Clock::time_point now) {
-  --tx_in_flight_[domain];
   ++op->done;
   op->last_progress = now;
-  if (status.ok() && op->peers != nullptr && !op->posts_past_failure()) {
-    peer_progress_[domain][op->peers[domain]] = op->last_progress;
-  }
+  const bool answered = status.ok() && op->peers != nullptr && !op->posts_past_failure();
+  domains_.completed(domain, answered ? &op->peers[domain] : nullptr, now);
   if (!status.ok() && op->error.ok()) op->error = std::move(status);
   if (op->finished() && !op->in_pending) finish(op);
 }
@@ -559,6 +536,7 @@ void Worker::deliver(Op* op) {
   if (op->delivered) return;
   op->delivered = true;
   outstanding_.fetch_sub(1, std::memory_order_acq_rel);
+  admission_.release();
   if (op->on_done.needs_callback_thread()) {
     // A completion record, not a task: no closure to allocate per request.
     callbacks_.post_completion(std::move(op->on_done), op->error);
@@ -569,7 +547,7 @@ void Worker::deliver(Op* op) {
 
 void Worker::finish(Op* op) {
   deliver(op);
-  if (op->src) release_registration_use(*op->src);
+  if (op->src) registrar_.release_use(*op->src);
   if (op->kind == OpKind::send && op->send.slot >= 0 && staging_) {
     staging_->release(op->send.slot);
   }
@@ -590,14 +568,9 @@ void Worker::remove_live(Op* op) {
 }
 
 Clock::time_point Worker::last_heard(const Op* op) const {
-  Clock::time_point latest = op->last_progress;
   // A scatter's or barrier's peers are several: each must answer for its own slices.
-  if (op->peers == nullptr || op->posts_past_failure()) return latest;
-  for (std::size_t d = 0; d < domains_.size(); ++d) {
-    const auto it = peer_progress_[d].find(op->peers[d]);
-    if (it != peer_progress_[d].end()) latest = std::max(latest, it->second);
-  }
-  return latest;
+  if (op->peers == nullptr || op->posts_past_failure()) return op->last_progress;
+  return domains_.last_heard(op->peers, op->last_progress);
 }
 
 void Worker::expire_stalled(Clock::time_point now) {
@@ -611,12 +584,8 @@ void Worker::expire_stalled(Clock::time_point now) {
   // How full the providers' send queues are tells who stalled: operations
   // posted but never completed are the provider's; a request never posted
   // while the queues are full waits behind completions the provider owes.
-  std::uint64_t queued = 0;
-  std::uint64_t depth = 0;
-  for (std::size_t d = 0; d < domains_.size(); ++d) {
-    queued += tx_in_flight_[d];
-    depth += domains_[d]->limits().tx_depth;
-  }
+  const std::uint64_t queued = domains_.in_flight();
+  const std::uint64_t depth = domains_.depth();
   for (Op* op : expired) {
     if (op->error.ok()) {
       op->error = Status(
@@ -645,166 +614,6 @@ void Worker::fail(Op* op, Status status) {
   finish(op);
 }
 
-// ---------------------------------------------------------------- receives
-
-Status Worker::add_recv_pool(std::size_t buffer_size, std::uint32_t count, RecvCallback on_recv) {
-  auto pool = std::make_unique<RecvPool>();
-  pool->buffer_size = buffer_size;
-  pool->on_recv = std::move(on_recv);
-  pool->memory = std::make_unique<std::byte[]>(buffer_size * count);
-  auto region = domains_.front()->register_memory(
-      domain::MemorySpan::host(pool->memory.get(), buffer_size * count), static_cast<Access>(0));
-  if (!region) return region.status();
-  pool->region = std::move(region).value();
-  pool->slots.resize(count);
-  for (std::uint32_t i = 0; i < count; ++i) {
-    pool->slots[i] = RecvSlot{pool.get(), pool->memory.get() + std::size_t{i} * buffer_size};
-  }
-  RecvPool* raw = pool.get();
-  recv_pools_.push_back(std::move(pool));
-  for (auto& slot : raw->slots) post_recv(&slot);
-  return Status::success();
-}
-
-void Worker::post_recv(RecvSlot* slot) {
-  if (draining_) return;
-  Status st = domains_.front()->post_recv(slot->data, slot->pool->buffer_size,
-                                          slot->pool->region->local_desc(), recv_token(slot));
-  if (st.code() == Errc::again) {
-    unposted_recvs_.push_back(slot);
-  } else if (!st.ok()) {
-    log::error("posting a receive buffer failed: {}", st.to_string());
-    unposted_recvs_.push_back(slot);
-  }
-}
-
-void Worker::retry_unposted_recvs() {
-  std::size_t n = unposted_recvs_.size();
-  while (n-- > 0 && !unposted_recvs_.empty()) {
-    RecvSlot* slot = unposted_recvs_.front();
-    unposted_recvs_.pop_front();
-    Status st = domains_.front()->post_recv(slot->data, slot->pool->buffer_size,
-                                            slot->pool->region->local_desc(), recv_token(slot));
-    if (!st.ok()) {
-      unposted_recvs_.push_front(slot);
-      return;
-    }
-  }
-}
-
-void Worker::on_recv(RecvSlot* slot, std::size_t length, const Status& status) {
-  if (!status.ok()) {
-    if (!draining_) log::warn("receive failed: {}", status.to_string());
-    post_recv(slot);
-    return;
-  }
-  callbacks_.post([this, slot, length] {
-    slot->pool->on_recv(std::span<const std::byte>(slot->data, length));
-    // Re-post from the worker: Domains are single-threaded.
-    post_task([this, slot] { post_recv(slot); });
-  });
-}
-
-// ---------------------------------------------------------------- memory
-
-Result<Registered> Worker::register_memory(void* ptr, std::size_t length, Device device,
-                                           Access access, const NetAddr& self,
-                                           const void* engine) {
-  auto reg = std::make_shared<detail::Registration>();
-  reg->ptr = ptr;
-  reg->length = length;
-  reg->device = device;
-  reg->access = access;
-  reg->engine = engine;
-  std::vector<RemoteKey> keys;
-  if (device.is_host()) {
-    for (auto& d : domains_) {
-      auto region = d->register_memory(domain::MemorySpan::host(ptr, length), access);
-      if (!region) return region.status();
-      keys.push_back(region.value()->remote_key());
-      reg->regions.push_back(std::move(region).value());
-    }
-  } else {
-    auto found = device_regions(ptr, length, device, access);
-    if (!found) return found.status();
-    auto& [regions, offset] = *found;
-    for (const auto& region : regions) {
-      // Remote addresses are relative to the key's base: move it to ptr.
-      RemoteKey key = region->remote_key();
-      key.addr_base += offset;
-      keys.push_back(key);
-    }
-    reg->regions = std::move(regions);
-  }
-  auto desc = MrDesc::make(self, reinterpret_cast<std::uint64_t>(ptr), length, std::move(keys));
-  if (!desc) return desc.status();
-  registrations_.push_back(reg);
-  return Registered{MrHandle(reg), std::move(desc).value()};
-}
-
-Result<std::pair<std::vector<std::shared_ptr<domain::MemoryRegion>>, std::uint64_t>>
-Worker::device_regions(void* ptr, std::size_t length, Device device, Access access) {
-  auto alloc = find_device_allocation(ptr, length, device);
-  if (!alloc) return alloc.status();
-  const std::uint64_t offset = reinterpret_cast<std::uintptr_t>(ptr) - alloc->base;
-  const auto key = std::make_tuple(device.index, alloc->base, alloc->size,
-                                   static_cast<std::uint32_t>(access));
-  std::vector<std::shared_ptr<domain::MemoryRegion>> regions;
-  if (auto it = device_regions_.find(key); it != device_regions_.end()) {
-    for (const auto& weak : it->second) {
-      if (auto region = weak.lock()) regions.push_back(std::move(region));
-    }
-    if (regions.size() == domains_.size()) return std::make_pair(std::move(regions), offset);
-    regions.clear();
-  }
-  const domain::MemorySpan span{reinterpret_cast<void*>(alloc->base), alloc->size, device,
-                                alloc->dmabuf.get(), 0};
-  std::vector<std::weak_ptr<domain::MemoryRegion>> cached;
-  for (auto& d : domains_) {
-    auto region = d->register_memory(span, access);
-    if (!region) return region.status();
-    regions.push_back(std::move(region).value());
-    cached.push_back(regions.back());
-  }
-  std::erase_if(device_regions_, [](const auto& entry) {
-    return entry.second.empty() || entry.second.front().expired();
-  });
-  device_regions_[key] = std::move(cached);
-  log::debug("registered the {} allocation [{:#x}, +{}) on {} Domain(s)", device.to_string(),
-             alloc->base, alloc->size, domains_.size());
-  return std::make_pair(std::move(regions), offset);
-}
-
-void Worker::deregister(std::shared_ptr<detail::Registration> reg, std::promise<Status> done) {
-  reg->alive.store(false, std::memory_order_release);
-  if (reg->in_flight.load(std::memory_order_acquire) > 0) {
-    deferred_deregs_.emplace_back(std::move(reg), std::move(done));
-    return;
-  }
-  close_registration(*reg);
-  done.set_value(Status::success());
-}
-
-void Worker::release_registration_use(detail::Registration& reg) {
-  if (reg.in_flight.fetch_sub(1, std::memory_order_acq_rel) > 1 ||
-      reg.alive.load(std::memory_order_acquire)) {
-    return;
-  }
-  for (auto it = deferred_deregs_.begin(); it != deferred_deregs_.end(); ++it) {
-    if (it->first.get() == &reg) {
-      close_registration(reg);
-      it->second.set_value(Status::success());
-      deferred_deregs_.erase(it);
-      return;
-    }
-  }
-}
-
-void Worker::close_registration(detail::Registration& reg) {
-  reg.regions.clear();
-  std::erase_if(registrations_, [&](const auto& r) { return r.get() == &reg; });
-}
-
 // ---------------------------------------------------------------- shutdown
 
 void Worker::shutdown_sequence() {
@@ -820,6 +629,7 @@ void Worker::shutdown_sequence() {
     poll_domains();
   }
   draining_ = true;
+  receives_.stop_posting();
   if (outstanding_.load(std::memory_order_acquire) > 0) {
     log::warn("stop(): failing {} requests that did not finish within drain_timeout",
               outstanding_.load());
@@ -828,22 +638,13 @@ void Worker::shutdown_sequence() {
   pending_.clear();
   waiting_for_staging_.clear();
   for (Op* op : left) fail(op, Status(Errc::cancelled, "the engine stopped before completion"));
-  for (auto& [reg, promise] : deferred_deregs_) {
-    reg->regions.clear();
-    promise.set_value(Status::success());
-  }
-  deferred_deregs_.clear();
-  for (auto& reg : registrations_) {
-    reg->alive.store(false, std::memory_order_release);
-    reg->regions.clear();
-  }
-  registrations_.clear();
+  registrar_.close_all();
   // Tasks that arrived late (re-posts, expectations) have nothing left to act on.
   Task task;
   while (tasks_.try_dequeue(task)) task();
-  // Before the receive pools, staging and scratch buffers are freed (members of this Worker,
-  // destroyed before the Domains): the provider must be done with them.
-  for (auto& d : domains_) d->close_endpoint();
+  // Before the receive pools, staging and scratch buffers are freed: the provider must be done
+  // with them.
+  domains_.close_endpoints();
 }
 
 }  // namespace fabric::engine

@@ -1,7 +1,9 @@
 #pragma once
-// The worker of one DomainGroup: takes requests from lock-free queues, posts
-// WRITEs/SENDs to its Domains, polls their completion queues, counts
-// immediates and hands finished work to the callback thread.
+// The worker of one DomainGroup: the loop. It opens the group's Domains on its own (pinned)
+// thread, takes requests from lock-free queues, carries each out on the group's Domains (posting
+// in turn, counting completions, failing the stalled) and hands finished work to the callback
+// thread. What it knows about the Domains and peers is the DomainGroup's; registrations and
+// receive buffers have their own units.
 
 #include <concurrentqueue/concurrentqueue.h>
 
@@ -21,12 +23,16 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backends/open_domains.hpp"
 #include "domain/domain.hpp"
+#include "engine/admission.hpp"
 #include "engine/callback_thread.hpp"
+#include "engine/domain_group.hpp"
 #include "engine/imm_table.hpp"
 #include "engine/op.hpp"
 #include "engine/op_pool.hpp"
-#include "engine/recv_pool.hpp"
+#include "engine/receives.hpp"
+#include "engine/registrar.hpp"
 #include "engine/ring_queue.hpp"
 #include "engine/send_staging.hpp"
 #include "fabric/engine.hpp"
@@ -36,23 +42,33 @@ namespace fabric::engine {
 class Worker {
  public:
   using Task = std::function<void()>;
+  // Opens the group's Domains; runs on the worker thread once it is pinned.
+  using Opener = std::function<Result<domain::OpenedDomains>()>;
+  // What the group opened, for the engine's NetAddr and GroupInfo.
+  struct Opened {
+    Backend backend = Backend::libfabric;
+    std::string provider;
+    std::vector<std::vector<std::byte>> addresses;  // Domain i at [i]
+    std::vector<DomainNic> nics;
+  };
 
-  Worker(std::vector<std::unique_ptr<domain::Domain>> domains, const EngineConfig& config,
-         CallbackThread& callbacks);
+  Worker(std::uint32_t group, const EngineConfig& config, CallbackThread& callbacks,
+         ImmTable& imms, Admission& admission);
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
-  // Before start(): prepares per-domain state. Runs on the calling thread.
-  Status prepare();
-  // Runs the worker thread, first restricting it to `cpus` (empty: anywhere).
-  void start(CpuSet cpus = {});
+  // Runs the worker thread: restricts it to `cpus` (empty: anywhere), opens the Domains and
+  // allocates their state there (so it lands on the group's NUMA node), then serves requests.
+  void start(CpuSet cpus, Opener open);
+  // What start() opened, or why it failed; timeout if the thread did not say within `timeout`.
+  Result<Opened> wait_started(std::chrono::milliseconds timeout);
 
+  [[nodiscard]] std::uint32_t group() const noexcept { return index_; }
   [[nodiscard]] std::size_t num_domains() const noexcept { return domains_.size(); }
-  [[nodiscard]] const domain::Domain& domain(std::size_t i) const { return *domains_.at(i); }
 
   // --- any thread ---
-  // Reserves room for one more outstanding request; false is back-pressure.
+  // Reserves room for one more outstanding request (engine-wide); false is back-pressure.
   [[nodiscard]] bool admit() noexcept;
   // A recycled (or new) Op to fill in and submit.
   [[nodiscard]] OpPtr new_op() { return pool_.acquire(); }
@@ -64,6 +80,9 @@ class Worker {
   // Runs fn on the worker and waits for its result, at most `timeout`.
   template <typename T>
   Result<T> call(std::function<Result<T>()> fn, std::chrono::milliseconds timeout);
+  // Tells the thread to drain and end, without waiting: stopping every group's worker first
+  // lets them drain at the same time.
+  void request_stop();
   // Drains (bounded by drain_timeout), fails what is left, joins. Idempotent.
   // false when the worker thread did not end within drain_timeout + stuck_worker_grace: it is
   // stuck inside a provider call (docs/reliability.md#shm-locks) and was detached, so the Worker
@@ -73,13 +92,9 @@ class Worker {
   [[nodiscard]] bool wait_thread_ended(std::chrono::milliseconds timeout) const;
 
   // --- worker thread only (through post_task/call) ---
-  Result<Registered> register_memory(void* ptr, std::size_t length, Device device, Access access,
-                                     const NetAddr& self, const void* engine);
-  void deregister(std::shared_ptr<detail::Registration> reg, std::promise<Status> done);
-  Status add_recv_pool(std::size_t buffer_size, std::uint32_t count, RecvCallback on_recv);
-  ImmTable& imms() noexcept { return imms_; }
-  Result<std::uint64_t> add_peer_group(const std::vector<NetAddr>& peers);
-  Status fence_peer(const NetAddr& peer);
+  DomainGroup& domains() noexcept { return domains_; }
+  Registrar& registrar() noexcept { return registrar_; }
+  Receives& receives() noexcept { return receives_; }
 
   // --- any thread ---
   std::vector<PostTiming> take_post_timings();
@@ -97,9 +112,8 @@ class Worker {
   bool poll_domains();
   void start_op(Op* op);
   Status resolve_peers(Op* op);
-  // The owner's handle on each Domain into out[0, K): from the peer cache, resolving (once per
-  // engine instance) on a miss.
-  Status resolve_owner(const NetAddr& owner, domain::PeerHandle* out);
+  // The Domains and their state, once opened (on the worker thread).
+  Status adopt(std::vector<std::unique_ptr<domain::Domain>> domains);
   // Posts WRs of op while the provider accepts them; false once blocked.
   bool post_some(Op* op, std::uint32_t max_wrs);
   Status post_one(Op* op);
@@ -111,22 +125,18 @@ class Worker {
   void deliver(Op* op);
   void expire_stalled(std::chrono::steady_clock::time_point now);
   void fail(Op* op, Status status);
-  void on_recv(RecvSlot* slot, std::size_t length, const Status& status);
-  void post_recv(RecvSlot* slot);
-  void retry_unposted_recvs();
-  void release_registration_use(detail::Registration& reg);
-  void close_registration(detail::Registration& reg);
   void shutdown_sequence();
-  // The Domains' regions for device memory at ptr, registering its whole
-  // allocation unless it already is; with the offset of ptr in them.
-  Result<std::pair<std::vector<std::shared_ptr<domain::MemoryRegion>>, std::uint64_t>>
-  device_regions(void* ptr, std::size_t length, Device device, Access access);
   void idle_wait(std::chrono::steady_clock::time_point last_busy);
   void wake();
 
-  std::vector<std::unique_ptr<domain::Domain>> domains_;
+  const std::uint32_t index_;
+  DomainGroup domains_;
   EngineConfig config_;
   CallbackThread& callbacks_;
+  ImmTable& imms_;
+  Admission& admission_;
+  std::promise<Result<Opened>> started_;
+  std::future<Result<Opened>> started_future_ = started_.get_future();
 
   // Before the queue: Ops still queued go back to the pool when the queue is destroyed.
   OpPool pool_;
@@ -155,44 +165,16 @@ class Worker {
   void add_live(Op* op);
   void remove_live(Op* op);
   RingQueue<Op*> pending_;
-  std::vector<std::uint32_t> tx_in_flight_;  // per Domain
-  std::vector<std::uint32_t> tx_depth_;      // per Domain: its limits().tx_depth, read once
-  // Per Domain: when each peer last completed an operation of ours. A request waiting behind
-  // others to the same peer (a deep window on a slow link) is not stalled while they complete.
-  std::vector<std::unordered_map<domain::PeerHandle, std::chrono::steady_clock::time_point>>
-      peer_progress_;
   [[nodiscard]] std::chrono::steady_clock::time_point last_heard(const Op* op) const;
-  ImmTable imms_;
-  std::vector<std::unique_ptr<RecvPool>> recv_pools_;
-  std::deque<RecvSlot*> unposted_recvs_;
+  Registrar registrar_;
+  Receives receives_;
   std::optional<SendStaging> staging_;
   std::deque<Op*> waiting_for_staging_;
-  // Zero-length immediate-only WRITEs still need a valid local buffer (EFA).
-  std::unique_ptr<std::byte[]> scratch_;
-  std::vector<std::unique_ptr<domain::MemoryRegion>> scratch_regions_;
-  std::vector<std::shared_ptr<detail::Registration>> registrations_;
-  std::vector<std::pair<std::shared_ptr<detail::Registration>, std::promise<Status>>>
-      deferred_deregs_;
   bool draining_ = false;
   // record_post_timings: filled by the worker, taken by any thread.
   void record_timing(Op* op);
   std::mutex timings_mutex_;
   std::vector<PostTiming> timings_;
-  std::unordered_map<std::uint64_t, std::vector<domain::PeerHandle>> peer_groups_;
-  // Peers resolved so far, by NetAddr::instance_id (a restarted peer has a new one). The
-  // address is kept to check a hit: two engines never share an instance id, but a forged or
-  // corrupted descriptor could.
-  struct CachedPeer {
-    NetAddr address;
-    std::array<domain::PeerHandle, NetAddr::kMaxDomains> handles{};
-  };
-  std::unordered_map<std::uint64_t, CachedPeer> peer_cache_;
-  // GPU allocations registered so far, by (device, base, size, access): later
-  // tensors of the same allocation reuse these regions while any is alive.
-  std::map<std::tuple<int, std::uintptr_t, std::size_t, std::uint32_t>,
-           std::vector<std::weak_ptr<domain::MemoryRegion>>>
-      device_regions_;
-  std::uint64_t next_group_id_ = 1;
 };
 
 template <typename T>

@@ -3,13 +3,16 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <rdma/fi_cm.h>
+#include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 #include <sys/socket.h>
 
 #include <array>
 #include <cstring>
+#include <string_view>
 
 #include "common/log.hpp"
 
@@ -83,6 +86,44 @@ void FiDomain::close_endpoint() noexcept {
   ep_.reset();
 }
 
+Status FiDomain::open_cq(const fi_info& info) {
+  fi_cq_attr cq_attr{};
+  cq_attr.format = FI_CQ_FORMAT_DATA;
+  // The worker polls and never blocks in the CQ (blocking reads hang on shm). tcp's CQ gets a
+  // wait fd all the same: it tells progress_pending() that a socket holds bytes.
+  const bool tcp = std::string_view(info.fabric_attr->prov_name).starts_with("tcp");
+  cq_attr.wait_obj = tcp ? FI_WAIT_FD : FI_WAIT_NONE;
+  cq_attr.size = info.tx_attr->size + info.rx_attr->size;
+  int rc = fi_cq_open(domain_.get(), &cq_attr, cq_.out(), nullptr);
+  if (rc != 0 && tcp) {
+    log::warn("fi_cq_open with a wait fd: {}; the worker may sleep while tcp bytes wait",
+              fi_strerror(-rc));
+    cq_attr.wait_obj = FI_WAIT_NONE;
+    rc = fi_cq_open(domain_.get(), &cq_attr, cq_.out(), nullptr);
+  }
+  if (rc != 0) return provider_error("fi_cq_open", rc);
+  if (cq_attr.wait_obj == FI_WAIT_FD) {
+    if (int get = fi_control(&cq_->fid, FI_GETWAIT, &progress_fd_); get != 0) {
+      log::warn("fi_control(FI_GETWAIT): {}", fi_strerror(-get));
+      progress_fd_ = -1;
+    }
+  }
+  return Status::success();
+}
+
+bool FiDomain::progress_pending() noexcept {
+  if (progress_fd_ < 0) return false;
+  fid* cq = &cq_->fid;
+  // fi_trywait: -FI_EAGAIN means the provider itself has work (completions, queued data);
+  // success re-arms the fd, which then turns readable when a socket gets bytes. Any other
+  // error: no answer, and no reason to keep the worker awake.
+  const int rc = fi_trywait(fabric_.get(), &cq, 1);
+  if (rc == -FI_EAGAIN) return true;
+  if (rc != 0) return false;
+  pollfd p{progress_fd_, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
+
 Status FiDomain::init(const ProviderQuery& query) {
   auto found = find_provider(query);
   if (!found) return found.status();
@@ -96,13 +137,7 @@ Status FiDomain::init(const ProviderQuery& query) {
   if (int rc = fi_domain(fabric_.get(), info, domain_.out(), nullptr)) {
     return provider_error("fi_domain", rc);
   }
-  fi_cq_attr cq_attr{};
-  cq_attr.format = FI_CQ_FORMAT_DATA;
-  cq_attr.wait_obj = FI_WAIT_NONE;  // blocking reads hang on shm; the worker busy-polls
-  cq_attr.size = info->tx_attr->size + info->rx_attr->size;
-  if (int rc = fi_cq_open(domain_.get(), &cq_attr, cq_.out(), nullptr)) {
-    return provider_error("fi_cq_open", rc);
-  }
+  if (auto st = open_cq(*info); !st.ok()) return st;
   fi_av_attr av_attr{};
   av_attr.type = FI_AV_TABLE;
   if (int rc = fi_av_open(domain_.get(), &av_attr, av_.out(), nullptr)) {

@@ -34,6 +34,7 @@ class FiDomain final : public domain::Domain {
                    domain::Token token) override;
   Status post_recv(void* buf, std::size_t length, void* desc, domain::Token token) override;
   std::size_t poll(std::span<domain::Event> out) override;
+  bool progress_pending() noexcept override;
   Status fence_peer(std::span<const std::byte> address) override;
   void close_endpoint() noexcept override;
 
@@ -46,6 +47,7 @@ class FiDomain final : public domain::Domain {
 
   FiDomain() = default;
   Status init(const ProviderQuery& query);
+  Status open_cq(const fi_info& info);
   OpContext* acquire_context(domain::Token token);
   void release_context(OpContext* ctx);
   std::optional<domain::Event> error_event();
@@ -57,6 +59,9 @@ class FiDomain final : public domain::Domain {
   Fid<fid_fabric> fabric_;
   Fid<fid_domain> domain_;
   Fid<fid_cq> cq_;
+  // tcp only: the CQ's wait fd (owned by the CQ), readable while its sockets hold bytes that
+  // only polling moves; -1 where the CQ has no wait object.
+  int progress_fd_ = -1;
   Fid<fid_av> av_;
   Fid<fid_ep> ep_;
   std::vector<std::byte> address_;

@@ -1,4 +1,4 @@
-// NetAddr and MrDesc wire formats (version 2, docs/api.md#wire-formats):
+// NetAddr and MrDesc wire formats (version 3, docs/api.md#wire-formats):
 // round trips preserve equality, every malformed input is an Errc::malformed
 // value — never a crash, never a half-built object — and a corrupted byte is
 // caught by the trailing CRC-32 before any field is trusted.
@@ -20,11 +20,11 @@ std::vector<std::byte> address_bytes(std::size_t n, std::uint64_t seed) {
   return test::random_bytes(n, seed);
 }
 
-NetAddr sample_addr(std::size_t domains = 2) {
+NetAddr sample_addr(std::size_t domains = 2, std::size_t groups = 1) {
   std::vector<Bytes> parts;
-  for (std::size_t i = 0; i < domains; ++i) parts.push_back(address_bytes(16 + 8 * i, i));
+  for (std::size_t i = 0; i < domains * groups; ++i) parts.push_back(address_bytes(16 + 8 * (i % 4), i));
   auto addr = NetAddr::make(Backend::libfabric, "tcp;ofi_rxm", 0x1122334455667788ull, 65536,
-                            std::move(parts));
+                            std::move(parts), groups);
   EXPECT_OK(addr);
   return addr ? *addr : NetAddr{};
 }
@@ -37,19 +37,22 @@ MrDesc sample_desc(std::size_t domains = 2) {
   return desc ? *desc : MrDesc{};
 }
 
-// Offsets of version 2's variable fields, from the layout in docs/api.md.
-// NetAddr: "FNA" ver backend name_len name[] instance:u64 max_msg:u32 count:u8
-//          { len:u16 addr[] } * count crc32:u32
+// Offsets of version 3's variable fields, from the layout in docs/api.md.
+// NetAddr: "FNA" ver backend name_len name[] instance:u64 max_msg:u32 groups:u8 count:u8
+//          { len:u16 addr[] } * groups * count crc32:u32
 constexpr std::size_t kCrcBytes = 4;
 std::size_t addr_count_offset(const NetAddr& a) {
   std::size_t tail = kCrcBytes;
-  for (std::size_t i = 0; i < a.num_domains(); ++i) tail += 2 + a.domain_address(i).size();
+  for (std::size_t g = 0; g < a.num_groups(); ++g) {
+    for (std::size_t i = 0; i < a.num_domains(); ++i) tail += 2 + a.domain_address(g, i).size();
+  }
   return a.encode().size() - tail - 1;
 }
+std::size_t addr_groups_offset(const NetAddr& a) { return addr_count_offset(a) - 1; }
 constexpr std::size_t kAddrVersion = 3;
 constexpr std::size_t kAddrNameLen = 5;
-// MrDesc: "FMD" ver base:u64 length:u64 owner_len:u16 owner[] count:u8 {addr:u64 rkey:u64} * count
-//         crc32:u32
+// MrDesc: "FMD" ver base:u64 length:u64 owner_len:u16 owner[] group:u8 count:u8
+//         {addr:u64 rkey:u64} * count crc32:u32
 constexpr std::size_t kDescVersion = 3;
 constexpr std::size_t kDescLength = 12;
 constexpr std::size_t kDescOwnerLen = 20;
@@ -107,7 +110,7 @@ TEST(NetAddrWireTest, EncodeDecodeRoundTripPreservesEquality) {
 
 TEST(NetAddrWireTest, ToStringParseRoundTripPreservesEquality) {
   const NetAddr a = sample_addr(3);
-  EXPECT_EQ(a.to_string().rfind("fna2:", 0), 0u) << a.to_string();
+  EXPECT_EQ(a.to_string().rfind("fna3:", 0), 0u) << a.to_string();
   auto back = NetAddr::parse(a.to_string());
   ASSERT_OK(back);
   EXPECT_EQ(*back, a);
@@ -133,7 +136,7 @@ TEST(NetAddrWireTest, WrongMagicOrVersionIsMalformed) {
     b[i] ^= std::byte{0x20};
     EXPECT_TRUE(malformed(NetAddr::decode(b))) << "magic byte " << i;
   }
-  for (int version : {0, 1, 3, 255}) {
+  for (int version : {0, 1, 2, 255}) {
     Bytes b = good;
     b[kAddrVersion] = static_cast<std::byte>(version);
     auto r = NetAddr::decode(resealed(b));
@@ -155,6 +158,46 @@ TEST(NetAddrWireTest, DomainCountOutsideOneToFourIsMalformed) {
   std::vector<Bytes> five(5, Bytes(8, std::byte{1}));
   EXPECT_FALSE(NetAddr::make(Backend::libfabric, "shm", 1, 4096, five).ok())
       << "make with 5 domains";
+}
+
+TEST(NetAddrWireTest, GroupsRoundTripAndKeepTheirOrder) {
+  for (std::size_t groups : {std::size_t{1}, std::size_t{2}, NetAddr::kMaxGroups}) {
+    const NetAddr a = sample_addr(3, groups);
+    ASSERT_EQ(a.num_groups(), groups);
+    ASSERT_EQ(a.num_domains(), 3u);
+    auto back = NetAddr::parse(a.to_string());
+    ASSERT_OK(back);
+    EXPECT_EQ(*back, a);
+    for (std::size_t g = 0; g < groups; ++g) {
+      for (std::size_t d = 0; d < 3; ++d) {
+        const auto want = address_bytes(16 + 8 * ((g * 3 + d) % 4), g * 3 + d);
+        const auto got = back->domain_address(g, d);
+        EXPECT_TRUE(std::equal(got.begin(), got.end(), want.begin(), want.end()))
+            << "group " << g << " domain " << d;
+      }
+    }
+  }
+}
+
+TEST(NetAddrWireTest, GroupCountOutsideOneToMaxIsMalformed) {
+  const NetAddr a = sample_addr(2);
+  for (int groups : {0, static_cast<int>(NetAddr::kMaxGroups) + 1, 255}) {
+    Bytes b = a.encode();
+    b[addr_groups_offset(a)] = static_cast<std::byte>(groups);
+    EXPECT_TRUE(malformed(NetAddr::decode(resealed(b)))) << "groups " << groups;
+  }
+  {
+    // Two groups announced, one group's addresses present: truncated, not a shorter address.
+    Bytes b = a.encode();
+    b[addr_groups_offset(a)] = std::byte{2};
+    EXPECT_TRUE(malformed(NetAddr::decode(resealed(b)))) << "addresses of one group missing";
+  }
+  std::vector<Bytes> three(3, Bytes(8, std::byte{1}));
+  EXPECT_FALSE(NetAddr::make(Backend::libfabric, "shm", 1, 4096, three, 2).ok())
+      << "3 addresses in 2 groups";
+  EXPECT_FALSE(NetAddr::make(Backend::libfabric, "shm", 1, 4096, three, 0).ok()) << "0 groups";
+  EXPECT_THROW((void)a.domain_address(1, 0), std::out_of_range);
+  EXPECT_THROW((void)a.domain_address(0, 2), std::out_of_range);
 }
 
 TEST(NetAddrWireTest, HugeLengthsAreMalformed) {
@@ -193,19 +236,19 @@ TEST(NetAddrWireTest, HugeLengthsAreMalformed) {
 TEST(NetAddrWireTest, ParseRejectsGarbage) {
   const std::string good = sample_addr().to_string();
   const std::vector<std::string> garbage = {"",
-                                            "fna2",
-                                            "fna2:",
-                                            "fna2:0",
-                                            "fna2:zz",
-                                            "fna2:" + good.substr(5, 11),
+                                            "fna3",
+                                            "fna3:",
+                                            "fna3:0",
+                                            "fna3:zz",
+                                            "fna3:" + good.substr(5, 11),
                                             good + "0",
                                             good + "00",
                                             good.substr(0, good.size() - 2),
-                                            "fmd2:" + good.substr(5),
+                                            "fmd3:" + good.substr(5),
                                             " " + good,
                                             std::string(100000, 'a'),
-                                            "fna2:" + std::string(100000, 'f'),
-                                            std::string("fna2:\0\0", 7),
+                                            "fna3:" + std::string(100000, 'f'),
+                                            std::string("fna3:\0\0", 7),
                                             "fna1:" + good.substr(5)};
   for (const auto& text : garbage) {
     EXPECT_TRUE(malformed(NetAddr::parse(text))) << "\"" << text.substr(0, 40) << "\"";
@@ -252,7 +295,7 @@ TEST(MrDescWireTest, EncodeDecodeRoundTripPreservesEquality) {
 
 TEST(MrDescWireTest, ToStringParseRoundTripPreservesEquality) {
   const MrDesc d = sample_desc(4);
-  EXPECT_EQ(d.to_string().rfind("fmd2:", 0), 0u) << d.to_string();
+  EXPECT_EQ(d.to_string().rfind("fmd3:", 0), 0u) << d.to_string();
   auto back = MrDesc::parse(d.to_string());
   ASSERT_OK(back);
   EXPECT_EQ(*back, d);
@@ -278,7 +321,7 @@ TEST(MrDescWireTest, WrongMagicOrVersionIsMalformed) {
     b[i] ^= std::byte{0x20};
     EXPECT_TRUE(malformed(MrDesc::decode(b))) << "magic byte " << i;
   }
-  for (int version : {0, 1, 3, 255}) {
+  for (int version : {0, 1, 2, 255}) {
     Bytes b = good;
     b[kDescVersion] = static_cast<std::byte>(version);
     auto r = MrDesc::decode(resealed(b));
@@ -292,7 +335,7 @@ TEST(MrDescWireTest, WrongMagicOrVersionIsMalformed) {
 TEST(MrDescWireTest, InconsistentFieldsAreMalformed) {
   const MrDesc d = sample_desc(2);
   const std::size_t owner_len = d.owner().encode().size();
-  const std::size_t count_at = kDescOwner + owner_len;
+  const std::size_t count_at = kDescOwner + owner_len + 1;
   for (int count : {0, 1, 3, 5, 255}) {
     Bytes b = d.encode();
     b[count_at] = static_cast<std::byte>(count);
@@ -317,20 +360,39 @@ TEST(MrDescWireTest, InconsistentFieldsAreMalformed) {
   EXPECT_FALSE(MrDesc::make(NetAddr{}, 0x1000, 4096, {}).ok()) << "empty owner";
 }
 
+TEST(MrDescWireTest, TheOwnersGroupRoundTripsAndMustExist) {
+  std::vector<RemoteKey> keys = {{0x1000, 1}, {0x2000, 2}};
+  const NetAddr owner = sample_addr(2, 3);
+  auto d = MrDesc::make(owner, 0x1000, 4096, keys, 2);
+  ASSERT_OK(d);
+  EXPECT_EQ(d->group(), 2u);
+  auto back = MrDesc::parse(d->to_string());
+  ASSERT_OK(back);
+  EXPECT_EQ(*back, *d);
+  EXPECT_EQ(back->group(), 2u);
+  EXPECT_NE(*MrDesc::make(owner, 0x1000, 4096, keys, 1), *d) << "another group, another region";
+  auto none = MrDesc::make(owner, 0x1000, 4096, keys, 3);
+  ASSERT_TRUE(malformed(none)) << "group 3 of 3";
+  EXPECT_NE(none.status().message().find("group 3"), std::string::npos) << none.status().to_string();
+  Bytes b = d->encode();
+  b[kDescOwner + owner.encode().size()] = std::byte{7};
+  EXPECT_TRUE(malformed(MrDesc::decode(resealed(b)))) << "group 7 on the wire";
+}
+
 TEST(MrDescWireTest, ParseRejectsGarbage) {
   const std::string good = sample_desc().to_string();
   const std::vector<std::string> garbage = {"",
-                                            "fmd2",
-                                            "fmd2:",
-                                            "fmd2:0",
-                                            "fmd2:xyz",
+                                            "fmd3",
+                                            "fmd3:",
+                                            "fmd3:0",
+                                            "fmd3:xyz",
                                             good + "0",
                                             good + "00",
                                             good.substr(0, good.size() - 2),
                                             sample_addr().to_string(),
-                                            "fmd2:" + hex(sample_addr().encode()),
+                                            "fmd3:" + hex(sample_addr().encode()),
                                             std::string(100000, 'z'),
-                                            "fmd2:" + std::string(100000, '0'),
+                                            "fmd3:" + std::string(100000, '0'),
                                             "fmd1:" + good.substr(5)};
   for (const auto& text : garbage) {
     EXPECT_TRUE(malformed(MrDesc::parse(text))) << "\"" << text.substr(0, 40) << "\"";

@@ -3,7 +3,7 @@
 documents them (independently of the C++ encoder, so a drift between the two
 shows up as seeds the decoders reject).
 
-Each target gets valid encodings (one to four Domains, both backends, shm/tcp
+Each target gets valid encodings (one to four Domains, one to three groups, both backends, shm/tcp
 style addresses, boundary lengths) plus a few truncated and corrupted ones,
 so the fuzzer starts next to every branch of the decoder.
 
@@ -18,20 +18,27 @@ ROOT = pathlib.Path(__file__).resolve().parent / "corpus"
 
 
 def sealed(body):
-    # Version 2 ends with the CRC-32 (zlib's) of everything before it.
+    # Versions 2 and 3 end with the CRC-32 (zlib's) of everything before it.
     return body + struct.pack("<I", zlib.crc32(body))
 
 
-def net_addr(backend, provider, instance, max_msg, domains, version=2):
+def net_addr(backend, provider, instance, max_msg, domains, version=3, groups=1):
+    """domains: every group's addresses, group-major (version 3 and later)."""
     out = b"FNA" + bytes([version, backend, len(provider)]) + provider
-    out += struct.pack("<QIB", instance, max_msg, len(domains))
+    out += struct.pack("<QI", instance, max_msg)
+    if version >= 3:
+        out += bytes([groups, len(domains) // groups])
+    else:
+        out += bytes([len(domains)])
     for d in domains:
         out += struct.pack("<H", len(d)) + d
     return sealed(out) if version >= 2 else out
 
 
-def mr_desc(base, length, owner, keys, version=2):
+def mr_desc(base, length, owner, keys, version=3, group=0):
     out = b"FMD" + bytes([version]) + struct.pack("<QQH", base, length, len(owner)) + owner
+    if version >= 3:
+        out += bytes([group])
     out += bytes([len(keys)])
     for addr_base, rkey in keys:
         out += struct.pack("<QQ", addr_base, rkey)
@@ -59,16 +66,20 @@ ADDRS = [
     net_addr(1, b"sockets", 2**64 - 1, 1, [sockaddr_in(p) for p in (1, 2, 3, 4)]),
     net_addr(2, b"verbs", 7, 2**32 - 1, [bytes(range(20))]),
     net_addr(1, b"p" * 64, 0, 4096, [b"\xff" * 256]),
+    net_addr(1, b"tcp;ofi_rxm", 3, 65536, [sockaddr_in(40010 + p) for p in range(6)], groups=3),
 ]
 DESCS = [
     mr_desc(0x7F00_0000_1000, 1 << 20, ADDRS[0], [(0x7F00_0000_1000, 0x42)]),
     mr_desc(0, 4096, ADDRS[1], [(0, 1), (0, 2)]),
     mr_desc(2**64 - 2, 1, ADDRS[2], [(i, 2**64 - 1 - i) for i in range(4)]),
     mr_desc(0x1000, 2**63, ADDRS[3], [(0x1000, 0xABCD)]),
+    mr_desc(0x2000, 8192, ADDRS[5], [(0x2000, 5), (0x2000, 6)], group=2),
 ]
-# What an older build wrote: refused with "unsupported version 1".
+# What older builds wrote: refused with "unsupported version 1" / "2".
 OLD_ADDR = net_addr(1, b"shm", 5, 65536, [b"fi_shm_1_0\x00"], version=1)
 OLD_DESC = mr_desc(0x1000, 4096, OLD_ADDR, [(0x1000, 1)], version=1)
+V2_ADDR = net_addr(1, b"shm", 6, 65536, [b"fi_shm_2_0\x00"], version=2)
+V2_DESC = mr_desc(0x1000, 4096, V2_ADDR, [(0x1000, 1)], version=2)
 
 
 ROCE_GID = bytes(10) + b"\xff\xff" + bytes([198, 18, 0, 1])
@@ -87,7 +98,7 @@ def damaged(valid):
     out = [valid[:n] for n in (0, 3, 4, len(valid) // 2, len(valid) - 1)]
     out.append(valid + b"\x00")                      # trailing byte
     out.append(valid[:4] + b"\x02" + valid[5:])      # a header byte off by one
-    out.append(valid[:3] + b"\x03" + valid[4:])      # unsupported version
+    out.append(valid[:3] + b"\x04" + valid[4:])      # unsupported version
     out.append(valid[:-5] + bytes([valid[-5] ^ 1]) + valid[-4:])  # checksum mismatch
     return out
 
@@ -107,18 +118,20 @@ def write(target, seeds):
 
 
 def main():
-    write("net_addr_decode", ADDRS + [OLD_ADDR] + damaged(ADDRS[1]) + damaged(ADDRS[2]))
-    write("mr_desc_decode", DESCS + [OLD_DESC] + damaged(DESCS[0]) + damaged(DESCS[2]))
+    write("net_addr_decode",
+          ADDRS + [OLD_ADDR, V2_ADDR] + damaged(ADDRS[1]) + damaged(ADDRS[2]) + damaged(ADDRS[5]))
+    write("mr_desc_decode",
+          DESCS + [OLD_DESC, V2_DESC] + damaged(DESCS[0]) + damaged(DESCS[2]) + damaged(DESCS[4]))
     write("net_addr_parse",
-          [text("fna2:", a) for a in ADDRS]
-          + [text("fna2:", a).upper().replace(b"FNA2:", b"fna2:") for a in ADDRS[:1]]
-          + [text("fna2:", a)[:-1] for a in ADDRS[:1]]
-          + [b"fna2:", b"fna2:zz", b"fmd2:00", text("fna1:", OLD_ADDR)])
+          [text("fna3:", a) for a in ADDRS]
+          + [text("fna3:", a).upper().replace(b"FNA3:", b"fna3:") for a in ADDRS[:1]]
+          + [text("fna3:", a)[:-1] for a in ADDRS[:1]]
+          + [b"fna3:", b"fna3:zz", b"fmd3:00", text("fna1:", OLD_ADDR), text("fna2:", V2_ADDR)])
     write("mr_desc_parse",
-          [text("fmd2:", d) for d in DESCS]
-          + [text("fmd2:", d).upper().replace(b"FMD2:", b"fmd2:") for d in DESCS[:1]]
-          + [text("fmd2:", d)[:-1] for d in DESCS[:1]]
-          + [b"fmd2:", b"fmd2:0g", b"fna2:00", text("fmd1:", OLD_DESC)])
+          [text("fmd3:", d) for d in DESCS]
+          + [text("fmd3:", d).upper().replace(b"FMD3:", b"fmd3:") for d in DESCS[:1]]
+          + [text("fmd3:", d)[:-1] for d in DESCS[:1]]
+          + [b"fmd3:", b"fmd3:0g", b"fna3:00", text("fmd1:", OLD_DESC), text("fmd2:", V2_DESC)])
     write("verbs_wire_decode", VERBS + damaged(VERBS[0]) + damaged(VERBS[2]))
     write("cpuset_parse",
           [b"", b"0", b"0-3", b"0-3,8,10-11", b"1048576", b"0-1048576", b"3-1",

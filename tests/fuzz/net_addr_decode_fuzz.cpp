@@ -39,12 +39,15 @@ int check_decode(std::span<const std::byte> input) {
   FUZZ_CHECK(*parsed == *addr);
 
   std::vector<std::vector<std::byte>> domains;
-  for (std::size_t i = 0; i < addr->num_domains(); ++i) {
-    const auto d = addr->domain_address(i);
-    domains.emplace_back(d.begin(), d.end());
+  for (std::size_t g = 0; g < addr->num_groups(); ++g) {
+    for (std::size_t i = 0; i < addr->num_domains(); ++i) {
+      const auto d = addr->domain_address(g, i);
+      domains.emplace_back(d.begin(), d.end());
+    }
   }
   auto made = fabric::NetAddr::make(addr->backend(), addr->provider(), addr->instance_id(),
-                                    addr->max_message_size(), std::move(domains));
+                                    addr->max_message_size(), std::move(domains),
+                                    addr->num_groups());
   FUZZ_CHECK(made.ok());
   FUZZ_CHECK(*made == *addr);
   (void)addr->describe();

@@ -60,7 +60,7 @@ TEST(NetAddr, WrongMagicVersionOrDomainCountIsRejected) {
 }
 
 TEST(NetAddr, GarbageTextIsRejected) {
-  for (const char* text : {"", "fna2:", "fna2:zz", "fna2:abc", "hello", "fmd2:00", "fna1:00"}) {
+  for (const char* text : {"", "fna3:", "fna3:zz", "fna3:abc", "hello", "fmd3:00", "fna1:00"}) {
     EXPECT_EQ(NetAddr::parse(text).status().code(), Errc::malformed) << text;
   }
 }
@@ -100,7 +100,7 @@ TEST(NetAddrDescribe, ShowsShmNameAndShortHexOtherwise) {
 TEST(MrDescDescribe, ShowsSizeBaseAndOwner) {
   const NetAddr owner = sample(1);
   const MrDesc d = MrDesc::make(owner, 0x1000, 64 << 20, {{0x1000, 7}}).value();
-  EXPECT_EQ(d.describe(), "MrDesc(64 MiB at 0x1000 of " + owner.describe() + ")");
+  EXPECT_EQ(d.describe(), "MrDesc(64 MiB at 0x1000 of group 0 of " + owner.describe() + ")");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <sstream>
@@ -53,6 +54,14 @@ Figures engine_writes(Side& s, const Peer& peer, Link& link, const WriteRound& r
   single.src = {s.eng_buf.handle, 0};
   single.dst = {peer.eng_buf, 0};
   const fabric::PagedWrite paged = r.pages == 0 ? fabric::PagedWrite{} : paged_request(s, peer, r);
+  // --groups: group g's copy of the buffer into the peer's group g, the groups in turn.
+  std::vector<fabric::SingleWrite> by_group{single};
+  for (std::size_t g = 0; g < s.group_bufs.size() && g < peer.group_bufs.size(); ++g) {
+    by_group.push_back(single);
+    by_group.back().src = {s.group_bufs[g].handle, 0};
+    by_group.back().dst = {peer.group_bufs[g], 0};
+  }
+  std::atomic<std::uint64_t> next{0};
 
   link.send(fmt::format("eng_wait {}", r.count * imms_per_op));
   link.expect("ready", 30s);
@@ -60,8 +69,9 @@ Figures engine_writes(Side& s, const Peer& peer, Link& link, const WriteRound& r
   const std::uint64_t start = now_ns();
   std::vector<std::uint64_t> lat =
       run_windows(r.count, r.window, r.threads, "engine write", [&](const auto& flag) {
-        return r.pages == 0 ? s.engine->submit_single_write(single, flag)
-                            : s.engine->submit_paged_writes(paged, flag);
+        if (r.pages != 0) return s.engine->submit_paged_writes(paged, flag);
+        const std::uint64_t i = next.fetch_add(1, std::memory_order_relaxed);
+        return s.engine->submit_single_write(by_group[i % by_group.size()], flag);
       });
   link.expect("done", 120s);
   const std::uint64_t elapsed = now_ns() - start;

@@ -76,6 +76,11 @@ int main(int argc, char** argv) {
                  "one interface or address per Domain (EngineConfig::nics), e.g. nic0,nic1 "
                  "inside a netbed host; no raw loop, no FI_TCP_IFACE=lo")
       ->delimiter(',');
+  app.add_option("--groups", opt.groups,
+                 "DomainGroups per engine (EngineConfig::groups), --nics split evenly among "
+                 "them; single writes from each group's registration of the buffer into the "
+                 "peer's same group, in turn (default 1)")
+      ->check(CLI::Range(1, 16));
   app.add_option("--request-timeout-ms", opt.request_timeout_ms,
                  "fail a request after this long without a completion of its own (default: the "
                  "engine's, 60 s with --nics); for slow emulated NICs");

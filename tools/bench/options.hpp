@@ -52,6 +52,9 @@ struct Options {
   // (docs/netbed.md). Turns off the raw loop (one endpoint, loopback only):
   // the counterpart is the NICs' own rate.
   std::vector<std::string> nics;
+  // EngineConfig::groups of this many groups on both sides (--nics split among them); single
+  // writes take the groups in turn.
+  std::uint32_t groups = 1;
   // EngineConfig::request_timeout (ms) of both sides; 0 keeps the default.
   std::uint32_t request_timeout_ms = 0;
   // Bytes each measured round moves (0: 1 GiB, 16 MiB with --quick); a

@@ -153,6 +153,7 @@ void write_json(const Options& opt, const SweepResult& r, const std::vector<Peer
                        {"libfabric_provider", r.provider},
                        {"backend", opt.backend},
                        {"nics", opt.nics},
+                       {"groups", opt.groups},
                        {"size", row.size},
                        {"count", row.count},
                        {"iterations", row.iterations},

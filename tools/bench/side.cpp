@@ -46,6 +46,19 @@ fabric::EngineConfig engine_config(const SideConfig& cfg) {
     // and a request's timer restarts only with its own completions.
     c.request_timeout = std::chrono::seconds(60);
   }
+  if (cfg.groups > 1) {
+    if (cfg.nics.size() % cfg.groups != 0) {
+      throw std::runtime_error(fmt::format("--groups {}: the {} --nics do not split evenly",
+                                           cfg.groups, cfg.nics.size()));
+    }
+    const std::size_t k = cfg.nics.empty() ? 1 : cfg.nics.size() / cfg.groups;
+    c.domains_per_group = static_cast<std::uint32_t>(k);
+    c.groups.assign(cfg.groups, fabric::GroupConfig{});
+    for (std::size_t g = 0; g < cfg.groups && !cfg.nics.empty(); ++g) {
+      c.groups[g].nics.assign(cfg.nics.begin() + g * k, cfg.nics.begin() + (g + 1) * k);
+    }
+    c.nics.clear();
+  }
   if (cfg.request_timeout_ms != 0) c.request_timeout = std::chrono::milliseconds(cfg.request_timeout_ms);
   return c;
 }
@@ -98,6 +111,11 @@ Side::Side(const SideConfig& cfg)
   }
   eng_buf = must(engine->reg_mr(buf.data, buf.size), "engine reg_mr(buffer)");
   eng_imm = must(engine->reg_mr(imm_buf.data, imm_buf.size), "engine reg_mr(imm)");
+  for (std::uint32_t g = 1; g < cfg.groups; ++g) {
+    group_bufs.push_back(must(engine->reg_mr(buf.data, buf.size, fabric::Device::host(),
+                                             fabric::Access::remote_write, g),
+                              "engine reg_mr(buffer) on a group"));
+  }
   data_counter = must(engine->imm_counter(kDataImm), "imm_counter");
   ping_counter = must(engine->imm_counter(kPing), "imm_counter");
   pong_counter = must(engine->imm_counter(kPong), "imm_counter");
@@ -118,9 +136,12 @@ Side::~Side() {
 }
 
 std::string Side::hello() const {
-  return fmt::format("hello {} {} {} {} {} {} {}", eng_buf.desc.to_string(),
-                     eng_imm.desc.to_string(), raw ? hex(raw->name()) : "-", raw_buf.remote.addr,
-                     raw_buf.remote.key, raw_imm.remote.addr, raw_imm.remote.key);
+  std::string line = fmt::format("hello {} {} {} {} {} {} {}", eng_buf.desc.to_string(),
+                                 eng_imm.desc.to_string(), raw ? hex(raw->name()) : "-",
+                                 raw_buf.remote.addr, raw_buf.remote.key, raw_imm.remote.addr,
+                                 raw_imm.remote.key);
+  for (const auto& g : group_bufs) line += " " + g.desc.to_string();
+  return line;
 }
 
 Peer Peer::parse(const std::string& line) {
@@ -133,6 +154,9 @@ Peer Peer::parse(const std::string& line) {
   p.eng_buf = must(fabric::MrDesc::parse(buf_desc), "parsing the peer's MrDesc");
   p.eng_imm = must(fabric::MrDesc::parse(imm_desc), "parsing the peer's MrDesc");
   if (name != "-") p.raw_name = unhex(name);
+  for (std::string group_desc; in >> group_desc;) {
+    p.group_bufs.push_back(must(fabric::MrDesc::parse(group_desc), "parsing the peer's MrDesc"));
+  }
   return p;
 }
 

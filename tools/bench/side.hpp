@@ -36,6 +36,9 @@ struct SideConfig {
   std::vector<std::string> nics;
   // EngineConfig::request_timeout in ms; 0: the engine's default (60 s with nics).
   std::uint32_t request_timeout_ms = 0;
+  // > 1: EngineConfig::groups of that many groups, `nics` split evenly among them, and the
+  // buffer registered on every group; single writes take the groups in turn.
+  std::uint32_t groups = 1;
 };
 
 // Ends the named provider the way the engine would (tcp → tcp;ofi_rxm) and
@@ -60,6 +63,8 @@ struct Side {
   PageBuffer imm_buf;   // landing zone for immediate-only writes
   std::unique_ptr<fabric::TransferEngine> engine;
   fabric::Registered eng_buf, eng_imm;
+  // The same buffer registered on groups 1, 2, ... (SideConfig::groups).
+  std::vector<fabric::Registered> group_bufs;
   std::shared_ptr<fabric::ImmCounter> data_counter, ping_counter, pong_counter;
   std::optional<raw::Endpoint> raw;  // libfabric backend only
   raw::Region raw_buf, raw_imm;
@@ -80,6 +85,7 @@ fabric::Status spin_consume(fabric::ImmCounter& c, std::uint64_t n,
 // The peer as learned from its hello line.
 struct Peer {
   fabric::MrDesc eng_buf, eng_imm;
+  std::vector<fabric::MrDesc> group_bufs;  // its groups 1, 2, ...
   std::vector<std::uint8_t> raw_name;
   raw::RemoteRegion raw_buf, raw_imm;
   fi_addr_t raw_addr = FI_ADDR_UNSPEC;  // after insertion into our AV

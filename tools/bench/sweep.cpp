@@ -339,6 +339,7 @@ static SideConfig side_config(const Options& opt) {
   cfg.busy_poll = opt.busy_poll;
   cfg.verbs = opt.backend == "verbs";
   cfg.nics = opt.nics;
+  cfg.groups = opt.groups;
   cfg.request_timeout_ms = opt.request_timeout_ms;
   cfg.buffer_bytes = std::max<std::size_t>(64u << 20, std::size_t{opt.pages} * (64u << 10));
   // --bidir: the reverse direction uses the upper half (runs.hpp bidir_offset).

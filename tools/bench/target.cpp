@@ -109,7 +109,10 @@ int run_target(const SideConfig& cfg, Link& link) {
     if (verb == "bye") break;
     if (verb == "eng_wait") {
       link.send("ready");
-      must(spin_consume(*s.data_counter, a, kRoundLimit), "engine immediates");
+      // The engine's own wait (spin, yield, then 20 us sleeps), as an application would
+      // wait for a round of writes: a yield loop here took CPU from the target's worker, which
+      // is the thread that reads tcp's bytes off the socket (2 CPUs, 4 busy threads).
+      must(s.data_counter->wait_and_consume(a, kRoundLimit), "engine immediates");
       link.send("done");
     } else if (verb == "raw_wait") {
       link.send("ready");

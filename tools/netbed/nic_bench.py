@@ -12,6 +12,11 @@ counterpart); then fabric-bench --ops single_write and --ops paged_write, the
 NICs' own tx counters read around each, giving the per-NIC byte split.
 Targets: single writes >= 16 MiB at >= 0.95 x K x rate, 32 KiB pages at
 >= 0.90 x K x rate, every NIC within 2 % of an even split.
+
+--groups adds, for every K > 1, single writes from an engine of K DomainGroups
+with one Domain (NIC) each (fabric-bench --groups K): the groups' workers write
+at once, each through its own NIC, compared with one group on one NIC (K = 1)
+as "x one group" (target: >= 1.9 at K = 2).
 """
 
 import argparse
@@ -90,9 +95,9 @@ def tcp_streams(bed, k, nbytes):
     return per_nic
 
 
-def run_bench(bed, args, k, op, port):
+def run_bench(bed, args, k, op, port, extra=()):
     nics = ",".join(bed.interface(i) for i in range(k))
-    common = ["--provider", args.provider, "--nics", nics]
+    common = ["--provider", args.provider, "--nics", nics, *extra]
     listen = f"{bed.address(1, 0)}:{port}"
     server = bed.popen(1, [args.bench, "--listen", listen, *common], stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True)
@@ -135,6 +140,8 @@ def main():
                    help="MiB per measured round and NIC: rounds last as long at every K")
     p.add_argument("--reps", type=int, default=2)
     p.add_argument("--stream-mib", type=int, default=64, help="per NIC, TCP counterpart")
+    p.add_argument("--groups", action="store_true",
+                   help="also run single writes from K groups of one NIC each (K > 1)")
     p.add_argument("--json", required=True)
     p.add_argument("--plot")
     p.add_argument("--table", action="store_true",
@@ -166,10 +173,14 @@ def main():
                    "tcp_streams_ratio": sum(streams) / link, "ops": {}}
             print(f"K={k}: {k} TCP streams {sum(streams):.3f} Gbit/s = "
                   f"{sum(streams) / link:.3f} x K x rate", flush=True)
-            for op in ("single_write", "paged_write"):
+            ops = ["single_write", "paged_write"]
+            if args.groups and k > 1:
+                ops.append("single_write_groups")
+            for op in ops:
                 port += 1
                 try:
-                    rows, tx = run_bench(bed, args, k, op, port)
+                    extra = ["--groups", str(k)] if op == "single_write_groups" else []
+                    rows, tx = run_bench(bed, args, k, op.replace("_groups", ""), port, extra)
                 except (RuntimeError, subprocess.TimeoutExpired) as e:
                     # e.g. a round past fabric-bench's 120 s bound on a starved box:
                     # recorded, and the other figures still get measured.
@@ -197,6 +208,17 @@ def main():
             doc["runs"].append(run)
         finally:
             bed.down()
+    one = next((r for r in doc["runs"] if r["nics"] == 1), None)
+    if one is not None and "single_write" in one["ops"]:
+        base = {row["size"]: row["engine_gbps"] for row in one["ops"]["single_write"]["rows"]}
+        for run in doc["runs"]:
+            entry = run["ops"].get("single_write_groups")
+            for row in entry["rows"] if entry else []:
+                if base.get(row["size"]):
+                    row["ratio_to_one_group"] = row["engine_gbps"] / base[row["size"]]
+                    print(f"K={run['nics']} groups x 1 NIC {row['size']:>9} B "
+                          f"{row['engine_gbps']:.3f} Gbit/s = {row['ratio_to_one_group']:.3f} "
+                          "x one group", flush=True)
     with open(args.json, "w") as f:
         json.dump(doc, f, indent=2)
     if args.plot:
@@ -225,6 +247,20 @@ def table(doc):
             f"({run['tcp_streams_ratio']:.3f}) | {at('single_write', 16 << 20, run)} | "
             f"{at('single_write', 64 << 20, run)} | {at('paged_write', 32 << 10, run)} | "
             f"{shares['single_write']} | {shares['paged_write']} |")
+    groups = [run for run in doc["runs"] if "single_write_groups" in run["ops"]]
+    if groups:
+        lines += ["", "| K groups x 1 NIC | single 16 MiB | x one group | single 64 MiB | "
+                  "x one group | NIC share |", "|---:|---:|---:|---:|---:|---|"]
+        for run in groups:
+            entry = run["ops"]["single_write_groups"]
+            cells = []
+            for size in (16 << 20, 64 << 20):
+                row = next((r for r in entry["rows"] if r["size"] == size), None)
+                cells += [f"{row['engine_gbps']:.3f}" if row else "-",
+                          f"{row['ratio_to_one_group']:.3f}"
+                          if row and "ratio_to_one_group" in row else "-"]
+            share = " / ".join(f"{x:.4f}" for x in entry["nic_share"]) or "error"
+            lines.append(f"| {run['nics']} | {' | '.join(cells)} | {share} |")
     return "\n".join(lines)
 
 

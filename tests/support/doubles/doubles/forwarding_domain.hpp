@@ -35,6 +35,7 @@ class ForwardingDomain : public Domain {
     return inner_->post_recv(buf, length, desc, token);
   }
   std::size_t poll(std::span<Event> out) override { return inner_->poll(out); }
+  bool progress_pending() noexcept override { return inner_->progress_pending(); }
   Status fence_peer(std::span<const std::byte> address) override {
     return inner_->fence_peer(address);
   }

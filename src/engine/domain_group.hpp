@@ -1,0 +1,95 @@
+#pragma once
+// One DomainGroup's Domains and what the worker knows about them: the peers resolved on them
+// (cache by instance id, peer groups), how full each send queue is, when each peer last
+// answered, and the scratch buffer that immediate-only WRITEs point at. Worker-thread only.
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "domain/domain.hpp"
+#include "fabric/net_addr.hpp"
+#include "fabric/status.hpp"
+
+namespace fabric::engine {
+
+class DomainGroup {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  DomainGroup() = default;
+  DomainGroup(const DomainGroup&) = delete;
+  DomainGroup& operator=(const DomainGroup&) = delete;
+
+  // Takes the group's Domains and registers the scratch buffer on each.
+  Status adopt(std::vector<std::unique_ptr<domain::Domain>> domains);
+
+  [[nodiscard]] std::size_t size() const noexcept { return domains_.size(); }
+  [[nodiscard]] bool empty() const noexcept { return domains_.empty(); }
+  [[nodiscard]] domain::Domain& domain(std::size_t d) { return *domains_[d]; }
+  [[nodiscard]] const domain::Domain& domain(std::size_t d) const { return *domains_[d]; }
+  [[nodiscard]] const std::vector<std::unique_ptr<domain::Domain>>& domains() const noexcept {
+    return domains_;
+  }
+
+  // --- peers
+  // The handle of each Domain of the owner's group `group` into out[0, size()): from the
+  // cache, resolving (once per engine instance and group) on a miss.
+  Status resolve_owner(const NetAddr& owner, std::uint32_t group, domain::PeerHandle* out);
+  // Resolves every group of every peer, kept as peer group `id` for the engine's lifetime.
+  Status add_peer_group(std::uint64_t id, const std::vector<NetAddr>& peers);
+  // Peer p's handle on Domain d of its group g at [p][g * size() + d]; null if unknown.
+  [[nodiscard]] const std::vector<std::vector<domain::PeerHandle>>* peer_group(
+      std::uint64_t id) const;
+  // Every Domain forgets every group of the peer; so does the cache.
+  Status fence_peer(const NetAddr& peer);
+
+  // --- send queues
+  [[nodiscard]] bool full(std::size_t d) const noexcept {
+    return tx_in_flight_[d] >= tx_depth_[d];
+  }
+  // Posts on Domain d; counts it in flight when the provider took it.
+  Status post_write(std::size_t d, const domain::WriteDesc& w);
+  Status post_send(domain::PeerHandle peer, const void* buf, std::size_t len, void* desc,
+                   domain::Token token);
+  // A completion on Domain d; `peer` (when known) answered at `now`.
+  void completed(std::size_t d, const domain::PeerHandle* peer, Clock::time_point now);
+  // The latest answer of any of a single-peer request's handles (one per Domain), or `since`.
+  [[nodiscard]] Clock::time_point last_heard(const domain::PeerHandle* peers,
+                                             Clock::time_point since) const;
+  [[nodiscard]] std::uint64_t in_flight() const noexcept;
+  [[nodiscard]] std::uint64_t depth() const noexcept;
+
+  // --- immediate-only WRITEs still need a valid local buffer (EFA)
+  [[nodiscard]] const std::byte* scratch() const noexcept { return scratch_.get(); }
+  [[nodiscard]] void* scratch_desc(std::size_t d) const { return scratch_regions_[d]->local_desc(); }
+
+  // The providers must be done with our buffers before they are freed.
+  void close_endpoints();
+
+ private:
+  std::vector<std::unique_ptr<domain::Domain>> domains_;
+  std::vector<std::uint32_t> tx_in_flight_;  // per Domain
+  std::vector<std::uint32_t> tx_depth_;      // per Domain: its limits().tx_depth, read once
+  // Per Domain: when each peer last completed an operation of ours. A request waiting behind
+  // others to the same peer (a deep window on a slow link) is not stalled while they complete.
+  std::vector<std::unordered_map<domain::PeerHandle, Clock::time_point>> peer_progress_;
+  std::unique_ptr<std::byte[]> scratch_;
+  std::vector<std::unique_ptr<domain::MemoryRegion>> scratch_regions_;
+  std::unordered_map<std::uint64_t, std::vector<std::vector<domain::PeerHandle>>> peer_groups_;
+  // Peers resolved so far, by NetAddr::instance_id (a restarted peer has a new one), each of
+  // its groups on first use. The address is kept to check a hit: two engines never share an
+  // instance id, but a forged or corrupted descriptor could.
+  struct CachedPeer {
+    NetAddr address;
+    std::vector<std::array<domain::PeerHandle, NetAddr::kMaxDomains>> handles;  // per group
+    std::vector<bool> resolved;                                                 // per group
+  };
+  std::unordered_map<std::uint64_t, CachedPeer> peer_cache_;
+};
+
+}  // namespace fabric::engine

@@ -1,0 +1,22 @@
+#pragma once
+// Which DomainGroups an engine runs: EngineConfig::groups, or one per group of the topology plan
+// (docs/api.md#groups), each with the config its Domains open under and where its worker runs.
+
+#include <cstddef>
+#include <vector>
+
+#include "fabric/engine.hpp"
+
+namespace fabric::engine {
+
+struct PlannedGroup {
+  int gpu = -1;
+  CpuSet cpus;              // where the worker is pinned; empty: anywhere
+  EngineConfig open;        // the engine's config with `nics` set to this group's entries
+  std::size_t plan_index = 0;  // its entry in Topology::groups (NIC choice from the plan)
+};
+
+// invalid_argument for too many groups, or nics given both engine-wide and per group.
+Result<std::vector<PlannedGroup>> plan_groups(const EngineConfig& config);
+
+}  // namespace fabric::engine
