@@ -84,7 +84,11 @@ struct EngineConfig {
   // Worker idle policy: spin this long after the last activity, then yield,
   // then sleep up to idle_sleep between polls (a submission wakes it at once).
   // busy_poll keeps the worker spinning forever (lowest latency, one core).
-  std::chrono::microseconds idle_spin{50};
+  // idle_spin is 0 by default: a yield costs one syscall when the CPU has nothing else to
+  // run, while a pure spin keeps the thread the worker just handed an immediate to (often on
+  // the same CPU) off it for the whole spin (docs/benchmarks.md, "Immediate round trip"). Raise
+  // it only where each worker has a core of its own.
+  std::chrono::microseconds idle_spin{0};
   std::chrono::microseconds idle_yield{1000};
   std::chrono::microseconds idle_sleep{200};
   bool busy_poll = false;
@@ -221,6 +225,17 @@ class TransferEngine {
   // stays shut out until this engine stops (docs/verbs.md#failures). Errc::unsupported where
   // the provider cannot stop a peer's writes (shm writes by CMA from the peer's process).
   Status fence_peer(const NetAddr& peer);
+
+  // Runs one pass of each group's worker loop on the calling thread: posts what was submitted,
+  // polls the completion queues, counts arrived immediates (completion callbacks still run on
+  // the callback thread). A group whose worker thread or another caller is in a pass is
+  // skipped, and so, after one yield of the CPU, is one whose worker thread has tasks to run or
+  // requests to check for expiry. False once stop() began; true when a pass found work. A
+  // thread that waits for an immediate (a ping-pong) and calls this in its wait loop gets it
+  // without a hand-off to and from a worker thread: where CPUs are shared, each hand-off is a
+  // context switch, several per round trip (docs/benchmarks.md, "Immediate round trip"). Such a
+  // loop keeps its CPU busy. Any thread, concurrently with submit_* and stop().
+  bool progress();
 
   // Requests accepted and not yet reported to their callback (at most
   // max_outstanding_requests). A snapshot: other threads may change it at once.

@@ -46,6 +46,9 @@ struct TransferEngine::Impl {
   // its accepting_ check and its enqueue.
   std::atomic<bool> accepting{true};
   std::atomic<std::uint32_t> entering{0};
+  // Callers inside progress(). Apart from entering: stop() waits for these only once the
+  // worker thread has ended, so a progress() pass stuck in the provider cannot hang it.
+  std::atomic<std::uint32_t> progressing{0};
   std::mutex stop_mutex;
   bool stopped = false;
 
@@ -280,6 +283,9 @@ void TransferEngine::stop() {
     engine::abandon(std::move(impl_->workers), std::move(impl_->shared));
     return;
   }
+  // The worker ran its shutdown after any assist() pass in flight, and later passes return at
+  // once: what is left is callers between their check of accepting and assist()'s return.
+  while (impl_->progressing.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
   // Callbacks may still reference receive buffers: finish them before the
   // workers (and their buffers) go away.
   impl_->shared->callbacks.stop();
@@ -523,6 +529,16 @@ Status TransferEngine::expect_imm_count(std::uint32_t imm, std::uint64_t count,
   }
   impl_->shared->imms.expect(imm, count, std::move(on_reached));
   return Status::success();
+}
+
+bool TransferEngine::progress() {
+  impl_->progressing.fetch_add(1, std::memory_order_seq_cst);
+  bool did = false;
+  if (impl_->accepting.load(std::memory_order_seq_cst)) {
+    for (auto& w : impl_->workers) did |= w->assist();
+  }
+  impl_->progressing.fetch_sub(1, std::memory_order_seq_cst);
+  return did;
 }
 
 std::uint32_t TransferEngine::outstanding_requests() const noexcept {

@@ -150,14 +150,32 @@ void Worker::run() {
   auto last_busy = Clock::now();
   auto next_expiry_check = last_busy;
   while (!stop_requested_.load(std::memory_order_acquire)) {
-    bool busy = drain_tasks();
-    busy |= drain_submissions();
-    busy |= progress_pending();
-    busy |= poll_domains();
-    const auto now = Clock::now();
-    if (now >= next_expiry_check) {
-      expire_stalled(now);
-      next_expiry_check = now + kExpiryCheckInterval;
+    bool busy = false;
+    Clock::time_point now;
+    {
+      std::unique_lock loop(loop_mutex_, std::try_to_lock);
+      if (!loop) {
+        // A caller inside assist() runs this pass for us. Tasks and request expiry are this
+        // thread's alone: then ask callers to stand back and retry at once, so a caller that
+        // progresses without pause cannot starve them. Otherwise back off as if idle.
+        if (tasks_.size_approx() != 0 || Clock::now() >= next_expiry_check) {
+          worker_wants_loop_.store(true, std::memory_order_relaxed);
+          std::this_thread::yield();
+        } else if (!config_.busy_poll) {
+          idle_wait(last_busy);
+        }
+        continue;
+      }
+      worker_wants_loop_.store(false, std::memory_order_relaxed);
+      busy = drain_tasks();
+      busy |= drain_submissions();
+      busy |= progress_pending();
+      busy |= poll_domains();
+      now = Clock::now();
+      if (now >= next_expiry_check) {
+        expire_stalled(now);
+        next_expiry_check = now + kExpiryCheckInterval;
+      }
     }
     if (busy) {
       last_busy = now;
@@ -165,6 +183,8 @@ void Worker::run() {
       idle_wait(last_busy);
     }
   }
+  // After any assist() pass in flight; later ones see stop_requested_ and do nothing.
+  std::lock_guard loop(loop_mutex_);
   shutdown_sequence();
 }
 

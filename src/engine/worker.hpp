@@ -98,6 +98,11 @@ class Worker {
 
   // --- any thread ---
   std::vector<PostTiming> take_post_timings();
+  // One pass of the loop (submissions, pending posts, completion queues; no tasks) on the
+  // calling thread, unless the worker thread or another caller is in one or stop() began, or
+  // the worker thread needs the next pass (it then yields once). Whether it found work.
+  // worker_assist.cpp.
+  [[nodiscard]] bool assist();
 
  private:
   void run();
@@ -141,6 +146,12 @@ class Worker {
   std::atomic<bool> stop_requested_{false};
   std::atomic<bool> sleeping_{false};
   std::mutex sleep_mutex_;
+  // Held for each pass of the loop, by the worker thread or a caller in assist(): the
+  // worker-thread state below is touched by one pass at a time.
+  std::mutex loop_mutex_;
+  // Set by the worker thread when it needs the next pass (tasks, request expiry) while a caller
+  // holds loop_mutex_; assist() stands back until the worker has had it.
+  std::atomic<bool> worker_wants_loop_{false};
   std::condition_variable sleep_cv_;
   std::thread thread_;
   std::promise<void> thread_ended_;

@@ -133,8 +133,10 @@ Figures engine_sends(Side& s, const Peer& peer, Link& link, const WriteRound& r,
   return summarize(lat, r.count * r.size, elapsed);
 }
 
-Figures engine_imm_rtt(Side& s, const Peer& peer, Link& link, std::uint64_t count) {
-  link.send(fmt::format("eng_pong {}", count));
+Figures engine_imm_rtt(Side& s, const Peer& peer, Link& link, std::uint64_t count,
+                       bool caller_progress) {
+  fabric::TransferEngine* progress = caller_progress ? s.engine.get() : nullptr;
+  link.send(fmt::format("eng_pong {} {}", count, caller_progress ? 1 : 0));
   link.expect("ready", 30s);
   std::vector<std::uint64_t> lat;
   lat.reserve(count);
@@ -142,7 +144,7 @@ Figures engine_imm_rtt(Side& s, const Peer& peer, Link& link, std::uint64_t coun
   for (std::uint64_t i = 0; i < count; ++i) {
     const std::uint64_t t0 = now_ns();
     must(s.engine->submit_imm(kPing, peer.eng_imm, fabric::OnDone{}), "ping");
-    must(spin_consume(*s.pong_counter, 1, 30s), "waiting for a pong");
+    must(spin_consume(*s.pong_counter, 1, 30s, progress), "waiting for a pong");
     lat.push_back(now_ns() - t0);
   }
   const std::uint64_t elapsed = now_ns() - start;

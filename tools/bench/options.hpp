@@ -24,6 +24,9 @@ struct Options {
   std::uint32_t window = 64;  // outstanding writes (single) or batches (paged)
   std::uint32_t pages = 1024;
   bool busy_poll = false;
+  // How the imm op's waiters wait: "progress" (TransferEngine::progress in the wait loop) or
+  // "worker" (poll the ImmCounter, the worker threads deliver).
+  std::string imm_wait = "progress";
   // Stamp the initiator's requests (EngineConfig::record_post_timings) and
   // report where their time goes before the NIC sees them.
   bool breakdown = false;

@@ -47,8 +47,10 @@ BidirFigures engine_bidir_writes(Side& s, const Peer& peer, Link& link, const Wr
 // `verified` when the target's checksum of the last message differs.
 Figures engine_sends(Side& s, const Peer& peer, Link& link, const WriteRound& r, bool& verified);
 
-// Immediate-only round trips, one at a time.
-Figures engine_imm_rtt(Side& s, const Peer& peer, Link& link, std::uint64_t count);
+// Immediate-only round trips, one at a time. caller_progress: both sides wait for the pong
+// (ping) in TransferEngine::progress() instead of leaving the worker threads to deliver it.
+Figures engine_imm_rtt(Side& s, const Peer& peer, Link& link, std::uint64_t count,
+                       bool caller_progress);
 Figures raw_imm_rtt(Side& s, const Peer& peer, Link& link, std::uint64_t count);
 
 }  // namespace bench

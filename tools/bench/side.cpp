@@ -77,14 +77,18 @@ bool engine_uses_delivery_complete(const std::string& name) {
 }
 
 fabric::Status spin_consume(fabric::ImmCounter& c, std::uint64_t n,
-                            std::chrono::nanoseconds timeout) {
+                            std::chrono::nanoseconds timeout, fabric::TransferEngine* progress) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (std::uint32_t i = 0;; ++i) {
     if (c.try_consume(n)) return fabric::Status::success();
     if (i % 1024 == 1023 && std::chrono::steady_clock::now() > deadline) {
       return {fabric::Errc::timeout, fmt::format("{} immediates did not arrive in time", n)};
     }
-    if (i > 64) std::this_thread::yield();
+    if (progress != nullptr) {
+      (void)progress->progress();
+    } else if (i > 64) {
+      std::this_thread::yield();
+    }
   }
 }
 

@@ -75,9 +75,12 @@ struct Side {
 
 // Takes n arrivals from `c`, spinning then yielding. ImmCounter's own
 // wait_and_consume sleeps 20 us steps once idle, which would be measured as
-// engine latency here; this waits the way the raw loop does.
+// engine latency here; this waits the way the raw loop does. With `progress`, every spin runs
+// a pass of that engine's loop on this thread (TransferEngine::progress) and never yields,
+// as the raw loop polls its own CQ.
 fabric::Status spin_consume(fabric::ImmCounter& c, std::uint64_t n,
-                            std::chrono::nanoseconds timeout);
+                            std::chrono::nanoseconds timeout,
+                            fabric::TransferEngine* progress = nullptr);
 
 // The peer as learned from its hello line.
 struct Peer {

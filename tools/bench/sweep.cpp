@@ -240,8 +240,9 @@ class Session {
     Row row{"imm", 0, 1, n, {}, {}};
     row.has_raw = s_.raw.has_value();  // none with --nics or --backend verbs
     row.verified = true;  // every pong was counted (nothing else to check)
-    (void)engine_imm_rtt(s_, peer_, link_, 50);
-    row.engine = engine_imm_rtt(s_, peer_, link_, n);
+    const bool progress = opt_.imm_wait == "progress";
+    (void)engine_imm_rtt(s_, peer_, link_, 50, progress);
+    row.engine = engine_imm_rtt(s_, peer_, link_, n, progress);
     if (!s_.raw) return row;
     (void)raw_imm_rtt(s_, peer_, link_, 50);
     row.raw = raw_imm_rtt(s_, peer_, link_, n);

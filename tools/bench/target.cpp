@@ -147,9 +147,11 @@ int run_target(const SideConfig& cfg, Link& link) {
       if (a + b > s.buf.size) throw std::runtime_error("sum outside the buffer");
       link.send(fmt::format("sum {:x}", checksum(s.buf.data + a, b)));
     } else if (verb == "eng_pong") {
+      // b: the initiator's --imm-wait (1: progress the engine while waiting).
+      fabric::TransferEngine* progress = b != 0 ? s.engine.get() : nullptr;
       link.send("ready");
       for (std::uint64_t i = 0; i < a; ++i) {
-        must(spin_consume(*s.ping_counter, 1, kRoundLimit), "waiting for a ping");
+        must(spin_consume(*s.ping_counter, 1, kRoundLimit, progress), "waiting for a ping");
         must(s.engine->submit_imm(kPong, peer.eng_imm, fabric::OnDone{}), "pong");
       }
       link.send("done");

@@ -14,9 +14,10 @@ namespace fabric::latency {
 struct Policy {
   std::string name;
   bool busy_poll = false;
-  std::chrono::microseconds idle_spin{50};
-  std::chrono::microseconds idle_yield{1000};
-  std::chrono::microseconds idle_sleep{200};
+  // The engine's defaults.
+  std::chrono::microseconds idle_spin = EngineConfig{}.idle_spin;
+  std::chrono::microseconds idle_yield = EngineConfig{}.idle_yield;
+  std::chrono::microseconds idle_sleep = EngineConfig{}.idle_sleep;
 };
 
 struct RunSpec {
