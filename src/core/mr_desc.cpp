@@ -2,6 +2,7 @@
 
 #include "common/checked.hpp"
 #include "common/wire.hpp"
+#include "core/text_form.hpp"
 #include "fabric/memory.hpp"
 
 namespace fabric {
@@ -154,17 +155,8 @@ std::string MrDesc::describe() const {
 }
 
 Result<MrDesc> MrDesc::parse(std::string_view text) {
-  if (text.size() >= kTextPrefix.size() && text.starts_with("fmd") &&
-      text[kTextPrefix.size() - 1] == ':' && !text.starts_with(kTextPrefix)) {
-    return malformed(fmt::format("unsupported version {} text form \"{}\" (this build reads "
-                                 "\"{}\"; it comes from an older fabric-lib: export it again)",
-                                 text[3], text.substr(0, kTextPrefix.size()), kTextPrefix));
-  }
-  if (!text.starts_with(kTextPrefix)) {
-    return malformed(fmt::format("text form must start with \"{}\"", kTextPrefix));
-  }
-  auto bytes = wire::from_hex(text.substr(kTextPrefix.size()));
-  if (!bytes) return malformed("text form is not valid hex");
+  auto bytes = text_form_bytes(text, kTextPrefix);
+  if (!bytes) return malformed(bytes.status().message());
   return decode(*bytes);
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/wire.hpp"
+#include "core/text_form.hpp"
 #include "core/address_text.hpp"
 
 namespace fabric {
@@ -152,17 +153,8 @@ std::string NetAddr::to_string() const {
 }
 
 Result<NetAddr> NetAddr::parse(std::string_view text) {
-  if (text.size() >= kTextPrefix.size() && text.starts_with("fna") &&
-      text[kTextPrefix.size() - 1] == ':' && !text.starts_with(kTextPrefix)) {
-    return malformed(fmt::format("unsupported version {} text form \"{}\" (this build reads "
-                                 "\"{}\"; it comes from an older fabric-lib: export it again)",
-                                 text[3], text.substr(0, kTextPrefix.size()), kTextPrefix));
-  }
-  if (!text.starts_with(kTextPrefix)) {
-    return malformed(fmt::format("text form must start with \"{}\"", kTextPrefix));
-  }
-  auto bytes = wire::from_hex(text.substr(kTextPrefix.size()));
-  if (!bytes) return malformed("text form is not valid hex");
+  auto bytes = text_form_bytes(text, kTextPrefix);
+  if (!bytes) return malformed(bytes.status().message());
   return decode(*bytes);
 }
 

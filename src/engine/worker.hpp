@@ -7,7 +7,6 @@
 
 #include <concurrentqueue/concurrentqueue.h>
 
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -18,9 +17,6 @@
 #include <mutex>
 #include <optional>
 #include <thread>
-#include <map>
-#include <tuple>
-#include <unordered_map>
 #include <vector>
 
 #include "backends/open_domains.hpp"
