@@ -73,6 +73,9 @@ struct PerGroup {
 }
 
 TEST_P(MultiGroupTest, TheEngineNamesItsGroupsAndEachDescriptorItsGroup) {
+  // The memory outlives the engine that registers it.
+  PerGroup mem;
+  std::vector<std::byte> plain(4096);
   ASSERT_ENGINE(engine, config());
   StopGuard stop(engine.get());
   ASSERT_EQ(engine->num_groups(), groups());
@@ -93,7 +96,6 @@ TEST_P(MultiGroupTest, TheEngineNamesItsGroupsAndEachDescriptorItsGroup) {
           << "Domains " << a << " and " << b << " share an address";
     }
   }
-  PerGroup mem;
   ASSERT_TRUE(register_per_group(*engine, groups(), mem));
   for (std::uint32_t g = 0; g < groups(); ++g) {
     EXPECT_EQ(mem.dst_reg[g].desc.group(), g);
@@ -103,16 +105,15 @@ TEST_P(MultiGroupTest, TheEngineNamesItsGroupsAndEachDescriptorItsGroup) {
     EXPECT_EQ(parsed->group(), g);
   }
   // Host memory without a group goes to group 0.
-  std::vector<std::byte> plain(4096);
   auto reg = engine->reg_mr(plain.data(), plain.size());
   ASSERT_OK(reg);
   EXPECT_EQ(reg->desc.group(), 0u);
 }
 
 TEST_P(MultiGroupTest, AGroupThatDoesNotExistIsRefusedAndNothingStaysRegistered) {
+  std::vector<std::byte> buf(8192);  // outlives the engine that registers it
   ASSERT_ENGINE(engine, config());
   StopGuard stop(engine.get());
-  std::vector<std::byte> buf(8192);
   auto bad = engine->reg_mr(buf.data(), 4096, Device::host(), Access::remote_write, groups());
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), Errc::invalid_argument);
@@ -144,8 +145,8 @@ TEST_P(MultiGroupTest, AGroupThatDoesNotExistIsRefusedAndNothingStaysRegistered)
 }
 
 TEST_P(MultiGroupTest, EveryGroupWritesIntoEveryGroupAndOneCounterSeesThemAll) {
+  PerGroup mem;  // outlives the engine that registers it
   ASSERT_ENGINE(engine, config());
-  PerGroup mem;
   ASSERT_TRUE(register_per_group(*engine, groups(), mem));
   constexpr std::uint32_t kImm = 0x6a00;
   auto counter = engine->imm_counter(kImm);
@@ -180,8 +181,8 @@ TEST_P(MultiGroupTest, EveryGroupWritesIntoEveryGroupAndOneCounterSeesThemAll) {
 }
 
 TEST_P(MultiGroupTest, PagedScatterAndBarrierCrossGroups) {
+  PerGroup mem;  // outlives the engine that registers it
   ASSERT_ENGINE(engine, config());
-  PerGroup mem;
   ASSERT_TRUE(register_per_group(*engine, groups(), mem));
   constexpr std::uint32_t kPaged = 0x6b00;
   constexpr std::uint32_t kScatter = 0x6b01;
@@ -259,7 +260,10 @@ TEST_P(MultiGroupTest, PagedScatterAndBarrierCrossGroups) {
 }
 
 TEST_P(MultiGroupTest, SendsAndImmediateOnlyWritesReachTheirGroups) {
+  // Before the engine and its StopGuard: its callbacks use them until it has stopped.
   test::WaitableCount received;
+  test::WaitableCount reached;
+  PerGroup mem;
   std::vector<std::byte> got;
   std::mutex got_mutex;
   ASSERT_ENGINE(engine, config());
@@ -280,7 +284,6 @@ TEST_P(MultiGroupTest, SendsAndImmediateOnlyWritesReachTheirGroups) {
     EXPECT_EQ(got, message);
   }
 
-  PerGroup mem;
   ASSERT_TRUE(register_per_group(*engine, groups(), mem));
   constexpr std::uint32_t kImm = 0x6c01;
   auto counter = engine->imm_counter(kImm);
@@ -293,7 +296,6 @@ TEST_P(MultiGroupTest, SendsAndImmediateOnlyWritesReachTheirGroups) {
   ASSERT_OK((*counter)->wait(groups(), kWait));
   // expect_imm_count sees arrivals from every group too.
   constexpr std::uint32_t kExpected = 0x6c02;
-  test::WaitableCount reached;
   ASSERT_OK(engine->expect_imm_count(kExpected, groups(), [&](std::uint32_t, std::uint64_t n) {
     reached.add(n);
   }));
