@@ -135,6 +135,11 @@ DomainGroup::Clock::time_point DomainGroup::last_heard(const domain::PeerHandle*
   return latest;
 }
 
+bool DomainGroup::provider_holds_unread_bytes() const noexcept {
+  return std::any_of(domains_.begin(), domains_.end(),
+                     [](const auto& d) { return d->progress_pending(); });
+}
+
 std::uint64_t DomainGroup::in_flight() const noexcept {
   std::uint64_t n = 0;
   for (auto v : tx_in_flight_) n += v;

@@ -61,6 +61,8 @@ class DomainGroup {
   // The latest answer of any of a single-peer request's handles (one per Domain), or `since`.
   [[nodiscard]] Clock::time_point last_heard(const domain::PeerHandle* peers,
                                              Clock::time_point since) const;
+  // Whether a Domain's provider moves bytes only while polled (Domain::progress_pending).
+  [[nodiscard]] bool provider_holds_unread_bytes() const noexcept;
   [[nodiscard]] std::uint64_t in_flight() const noexcept;
   [[nodiscard]] std::uint64_t depth() const noexcept;
 

@@ -141,6 +141,21 @@ struct TransferEngine::Impl {
     return Status::success();
   }
 
+  // Runs fn on every group's worker in turn, each bounded by control_timeout; the first error.
+  Status on_every_group(const std::function<Status(engine::DomainGroup&)>& fn) {
+    for (auto& w : workers) {
+      auto* worker = w.get();
+      auto done = worker->call<bool>(
+          [worker, fn]() -> Result<bool> {
+            if (auto st = fn(worker->domains()); !st.ok()) return st;
+            return true;
+          },
+          config.control_timeout);
+      if (!done) return done.status();
+    }
+    return Status::success();
+  }
+
   // Stops every worker, letting them drain at once; false if one is stuck in the provider.
   bool stop_workers() {
     for (auto& w : workers) w->request_stop();
@@ -621,15 +636,10 @@ Result<PeerGroupHandle> TransferEngine::add_peer_group(const std::vector<NetAddr
     id = impl_->next_peer_group++;
   }
   // Resolved on every group's worker: a scatter runs on the group of its source.
-  for (auto& w : impl_->workers) {
-    auto* worker = w.get();
-    auto done = worker->call<bool>(
-        [worker, id, peers]() -> Result<bool> {
-          if (auto st = worker->domains().add_peer_group(id, peers); !st.ok()) return st;
-          return true;
-        },
-        impl_->config.control_timeout);
-    if (!done) return done.status();
+  if (auto st = impl_->on_every_group(
+          [id, &peers](engine::DomainGroup& g) { return g.add_peer_group(id, peers); });
+      !st.ok()) {
+    return st;
   }
   {
     std::unique_lock lock(impl_->groups_mutex);
@@ -643,17 +653,7 @@ Status TransferEngine::fence_peer(const NetAddr& peer) {
   if (!entry.open()) return Impl::shut();
   if (auto st = engine::check_peer(peer, impl_->identity); !st.ok()) return st;
   // Every group of ours may hear from every group of the peer.
-  for (auto& w : impl_->workers) {
-    auto* worker = w.get();
-    auto done = worker->call<bool>(
-        [worker, peer]() -> Result<bool> {
-          if (auto st = worker->domains().fence_peer(peer); !st.ok()) return st;
-          return true;
-        },
-        impl_->config.control_timeout);
-    if (!done) return done.status();
-  }
-  return Status::success();
+  return impl_->on_every_group([&peer](engine::DomainGroup& g) { return g.fence_peer(peer); });
 }
 
 Status TransferEngine::submit_scatter(const Scatter& request, OnDone on_done) {

@@ -197,11 +197,9 @@ void Worker::idle_wait(Clock::time_point last_busy) {
   }
   // No sleep while a provider holds bytes that only polling moves (tcp;ofi_rxm: a large
   // inbound WRITE brings no event until its last byte is read off the socket).
-  for (const auto& d : domains_.domains()) {
-    if (d->progress_pending()) {
-      std::this_thread::yield();
-      return;
-    }
+  if (domains_.provider_holds_unread_bytes()) {
+    std::this_thread::yield();
+    return;
   }
   // Sleep, but never so long that incoming immediates wait on an unpolled CQ
   // for more than idle_sleep; a submission wakes us at once.
