@@ -124,7 +124,13 @@ TEST(WatcherRelease, ReleaseFromItsOwnCallbackDoesNotDeadlock) {
   WatcherThread thread;
   std::unique_ptr<Watcher> self;
   std::atomic<int> calls{0};
-  auto w = thread.alloc([&](std::uint64_t, std::uint64_t) {
+  // !active() turns true as soon as release() marks the slot, while the
+  // callback still runs; the slot is back on the free list only once the pool
+  // has destroyed the callback, which this capture's deleter reports.
+  std::atomic<bool> callback_destroyed{false};
+  std::shared_ptr<void> destruction_probe(nullptr,
+                                          [&](void*) { callback_destroyed = true; });
+  auto w = thread.alloc([&, probe = std::move(destruction_probe)](std::uint64_t, std::uint64_t) {
     ++calls;
     self->release();
     return true;  // ignored: released
@@ -133,6 +139,7 @@ TEST(WatcherRelease, ReleaseFromItsOwnCallbackDoesNotDeadlock) {
   self = std::make_unique<Watcher>(std::move(w).value());
   store_word(*self, 1);
   ASSERT_TRUE(wait_until(kWait, [&] { return !self->active(); }));
+  ASSERT_TRUE(wait_until(kWait, [&] { return callback_destroyed.load(); }));
   EXPECT_EQ(calls.load(), 1);
   WatchRecord next;
   auto reused = thread.alloc(next.callback());
