@@ -87,8 +87,9 @@ def test_four_trainers_update_two_inference_ranks_and_a_killed_trainer_fails_the
             assert status == "failed", why
             assert "barrier after mesh group 0 of version 4" in why or "ProviderError" in why, why
         assert time.monotonic() - t0 < 3 * TIMEOUT_S
-        for p in infs:
+        for p in infs:  # both ranks wait at once: each wait runs its whole bound
             p.send(("wait", 4, 2 * TIMEOUT_S))
+        for p in infs:
             ok, complete, _ = p.recv()
             assert not ok and complete == 3  # the previous complete version stays the one reported
         trs[3].proc.join(30)
