@@ -55,8 +55,14 @@ struct EngineConfig {
   // group of detect_topology()'s plan (one per GPU, GPU g's at g; one group on
   // a host without GPUs), each with the plan's NICs and CPUs, group 0 with
   // EngineConfig::nics. Given: exactly these (EngineConfig::nics must then be
-  // empty). Host memory goes to group 0 unless reg_mr names another.
+  // empty). Host memory goes to host_group unless reg_mr names another.
   std::vector<GroupConfig> groups;
+  // The group reg_mr() gives host memory (and a GPU no group serves) when the
+  // call names none: a process whose host buffers sit on NUMA node n names the
+  // group near n once here instead of at every registration. Must be one of
+  // the engine's groups. SEND, receives, immediate-only writes and barriers
+  // still run on group 0.
+  std::uint32_t host_group = 0;
   // IP-based providers bind here and nowhere else (unless nics names NICs).
   std::string bind_address = "127.0.0.1";
   // The NIC of each Domain: Domain i opens nics[i]. Empty: IP providers bind
@@ -157,8 +163,8 @@ class TransferEngine {
   [[nodiscard]] const std::vector<GroupInfo>& groups() const noexcept;
 
   // Registers [ptr, ptr+len) on every Domain of one group: `group` when given,
-  // else the group of the device's GPU (GroupConfig::gpu; group 0 for host
-  // memory and for a GPU no group names). Remote peers get only `access`;
+  // else the group of the device's GPU (GroupConfig::gpu; EngineConfig::
+  // host_group for host memory and for a GPU no group names). Remote peers get only `access`;
   // writes from this memory leave through that group's NICs and writes into
   // it arrive through them (the MrDesc names the group).
   Result<Registered> reg_mr(void* ptr, std::size_t len, Device device = Device::host(),

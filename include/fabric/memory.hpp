@@ -101,8 +101,10 @@ struct MemoryRange {
   void* ptr = nullptr;
   std::size_t length = 0;
   Device device = Device::host();
-  // As reg_mr's `group`: unset, the device's group (host memory: group 0).
-  std::optional<std::uint32_t> group;
+  // As reg_mr's `group`: unset, the device's group (host memory:
+  // EngineConfig::host_group). The initializer lets {ptr, length} leave it out
+  // without -Wmissing-field-initializers.
+  std::optional<std::uint32_t> group = std::nullopt;
 };
 
 // reg_mr()'s result.

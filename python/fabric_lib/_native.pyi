@@ -266,12 +266,13 @@ class Engine:
         drain_timeout_ms: int = 2000,
         busy_poll: bool = False,
         delivery_complete: bool | None = None,
-        idle_spin_us: int = 50,
+        idle_spin_us: int = 0,
         idle_yield_us: int = 1000,
         idle_sleep_us: int = 200,
         backend: str = "libfabric",
         verbs_device: str = "",
         groups: int | None = None,
+        host_group: int = 0,
     ) -> None:
         """Opens the provider's Domains and starts the worker and callback threads. provider: "shm", "tcp", "sockets", "udp", "efa", "auto" or any libfabric provider string. backend: "libfabric" or "verbs" (RC NICs; verbs_device picks one, empty: every active port). Raises NotFoundError or UnsupportedError if the provider cannot be used."""
 
@@ -313,7 +314,7 @@ class Engine:
         remote_read: bool = False,
         group: int | None = None,
     ) -> tuple[MrHandle, MrDesc]:
-        """Registers memory on every Domain of one group (group=, else the device's GPU's group, else group 0) and returns (MrHandle, MrDesc). obj is a writable C-contiguous buffer (numpy array, bytearray, ...), a contiguous torch tensor, or an int address with length and device ("cpu", "cuda:N"). The engine keeps obj (and owner) alive until dereg_mr() or stop(). Peers may only write unless remote_read."""
+        """Registers memory on every Domain of one group (group=, else the device's GPU's group, else the engine's host_group) and returns (MrHandle, MrDesc). obj is a writable C-contiguous buffer (numpy array, bytearray, ...), a contiguous torch tensor, or an int address with length and device ("cpu", "cuda:N"). The engine keeps obj (and owner) alive until dereg_mr() or stop(). Peers may only write unless remote_read."""
 
     def dereg_mr(self, handle: MrHandle) -> None:
         """Revokes a registration on every Domain once local transfers from it have finished; later remote writes to it fail on the writer's side."""

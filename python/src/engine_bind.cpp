@@ -34,6 +34,7 @@ void bind_engine(py::module_& m) {
            py::arg("idle_yield_us") = d.idle_yield.count(),
            py::arg("idle_sleep_us") = d.idle_sleep.count(), py::arg("backend") = "libfabric",
            py::arg("verbs_device") = d.verbs.device, py::arg("groups") = py::none(),
+           py::arg("host_group") = d.host_group,
            "Opens the provider's Domains and starts the worker and callback threads. provider: "
            "\"shm\", \"tcp\", \"sockets\", \"udp\", \"efa\", \"auto\" or any libfabric provider "
            "string. backend: \"libfabric\" or \"verbs\" (RC NICs; verbs_device picks one, empty: "
@@ -66,7 +67,7 @@ void bind_engine(py::module_& m) {
            py::arg("device") = py::none(), py::kw_only(), py::arg("owner") = py::none(),
            py::arg("remote_read") = false, py::arg("group") = py::none(),
            "Registers memory on every Domain of one group (group=, else the device's GPU's "
-           "group, else group 0) and returns (MrHandle, MrDesc). obj is a writable "
+           "group, else the engine's host_group) and returns (MrHandle, MrDesc). obj is a writable "
            "C-contiguous buffer (numpy array, bytearray, ...), a contiguous torch tensor, or an "
            "int address with length and device (\"cpu\", \"cuda:N\"). The engine keeps obj (and "
            "owner) alive until dereg_mr() or stop(). Peers may only write unless remote_read.")

@@ -64,9 +64,10 @@ std::unique_ptr<PyEngine> make_engine(
     std::int64_t request_timeout_ms, std::int64_t control_timeout_ms, std::int64_t drain_timeout_ms,
     bool busy_poll, std::optional<bool> delivery_complete, std::int64_t idle_spin_us,
     std::int64_t idle_yield_us, std::int64_t idle_sleep_us, const std::string& backend,
-    const std::string& verbs_device, std::optional<std::int64_t> groups) {
+    const std::string& verbs_device, std::optional<std::int64_t> groups, std::int64_t host_group) {
   EngineConfig c;
   if (groups) c.groups.assign(to_u32(*groups, "groups"), GroupConfig{});
+  c.host_group = to_u32(host_group, "host_group");
   if (backend == "verbs") {
     c.backend = Backend::verbs;
   } else if (backend != "libfabric") {

@@ -133,3 +133,23 @@ def test_writes_to_a_dead_peer_fail_without_hurting_others() -> None:
             assert alive.recv() == src.tobytes()
         finally:
             _close_all([alive])
+
+
+def test_host_memory_goes_to_host_group_and_writes_cross_groups(provider: str) -> None:
+    n = 1 << 16
+    with fl.Engine(provider, groups=2, host_group=1) as engine:
+        assert engine.num_groups == 2
+        assert engine.main_address.num_groups == 2
+        src = pattern(n, SEED)
+        dst = np.zeros(n, np.uint8)
+        src_handle, src_desc = engine.reg_mr(src)
+        _, dst_desc = engine.reg_mr(dst, group=0)
+        assert src_desc.group == 1 and dst_desc.group == 0
+        # From group 1's Domains into group 0's, in one engine: the bytes land and the
+        # immediate is counted by the engine's one table.
+        counter = engine.imm_counter(IMM)
+        engine.single_write(src_handle, dst_desc, n, imm=IMM).wait(STEP_S)
+        counter.wait(1, STEP_S)
+        assert (dst == src).all()
+    with pytest.raises(fl.InvalidArgumentError, match="host_group 2 does not exist"):
+        fl.Engine(provider, groups=2, host_group=2)

@@ -59,7 +59,7 @@ struct TransferEngine::Impl {
   // The worker of the group that owns a request's source memory.
   engine::Worker& worker_of(const detail::Registration& src) { return *workers[src.group]; }
 
-  // reg_mr's group: the named one, else the device's GPU group, else group 0.
+  // reg_mr's group: the named one, else the device's GPU group, else the host group.
   Result<std::uint32_t> group_for(Device device, std::optional<std::uint32_t> group) const {
     if (group) {
       if (*group >= workers.size()) {
@@ -74,7 +74,7 @@ struct TransferEngine::Impl {
         if (group_info[g].gpu == device.index) return static_cast<std::uint32_t>(g);
       }
     }
-    return 0u;
+    return config.host_group;
   }
 
   // Peer groups as submitters validate against them.
@@ -191,6 +191,11 @@ Result<std::unique_ptr<TransferEngine>> TransferEngine::create(const EngineConfi
   }
   auto planned = engine::plan_groups(config);
   if (!planned) return planned.status();
+  if (config.host_group >= planned->size()) {
+    return Status(Errc::invalid_argument,
+                  fmt::format("host_group {} does not exist (the engine has {} groups)",
+                              config.host_group, planned->size()));
+  }
 
   auto impl = std::make_unique<Impl>(config);
   engine::EngineShared& shared = *impl->shared;

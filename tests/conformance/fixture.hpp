@@ -38,6 +38,12 @@ inline constexpr std::chrono::milliseconds kWait{20000};
 // surplus immediate, a duplicate completion). Short: it costs every test.
 inline constexpr std::chrono::milliseconds kQuiet{150};
 
+// FABRIC_TEST_GROUPS=N (N in 2..16; tests/conformance/README.md): every engine
+// the suite configures has N host groups and registers host memory on the
+// last, so the suite's writes leave and land through group N-1 while SENDs,
+// immediate-only writes and barriers stay on group 0. Unset: one group.
+void apply_test_groups(EngineConfig& config);
+
 // "verbs" is the verbs backend (run inside the rxe VM: tests/verbs/README.md);
 // every other name is a libfabric provider.
 inline EngineConfig engine_config(const std::string& provider) {
@@ -51,6 +57,7 @@ inline EngineConfig engine_config(const std::string& provider) {
     // dead peer.
     config.request_timeout = std::chrono::seconds(60);
   }
+  apply_test_groups(config);
   return config;
 }
 

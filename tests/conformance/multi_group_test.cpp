@@ -39,6 +39,7 @@ class MultiGroupTest : public ::testing::TestWithParam<Shape> {
     EngineConfig c = engine_config(GetParam().provider);
     c.domains_per_group = GetParam().domains;
     c.groups.assign(GetParam().groups, GroupConfig{});
+    c.host_group = 0;  // its own shapes, whatever FABRIC_TEST_GROUPS says
     return c;
   }
 };
@@ -104,10 +105,21 @@ TEST_P(MultiGroupTest, TheEngineNamesItsGroupsAndEachDescriptorItsGroup) {
     ASSERT_OK(parsed);
     EXPECT_EQ(parsed->group(), g);
   }
-  // Host memory without a group goes to group 0.
+  // Host memory without a group goes to group 0 ...
   auto reg = engine->reg_mr(plain.data(), plain.size());
   ASSERT_OK(reg);
   EXPECT_EQ(reg->desc.group(), 0u);
+  // ... or to EngineConfig::host_group; a named group still wins.
+  EngineConfig last = config();
+  last.host_group = groups() - 1;
+  ASSERT_ENGINE(other, last);
+  StopGuard stop_other(other.get());
+  auto on_last = other->reg_mr(plain.data(), plain.size());
+  ASSERT_OK(on_last);
+  EXPECT_EQ(on_last->desc.group(), groups() - 1);
+  auto named = other->reg_mr(plain.data(), plain.size(), Device::host(), Access::remote_write, 0);
+  ASSERT_OK(named);
+  EXPECT_EQ(named->desc.group(), 0u);
 }
 
 TEST_P(MultiGroupTest, AGroupThatDoesNotExistIsRefusedAndNothingStaysRegistered) {
@@ -142,6 +154,16 @@ TEST_P(MultiGroupTest, AGroupThatDoesNotExistIsRefusedAndNothingStaysRegistered)
   auto refused = TransferEngine::create(both);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), Errc::invalid_argument);
+
+  // A host group the engine would not have.
+  EngineConfig past = config();
+  past.host_group = groups();
+  auto no_such = TransferEngine::create(past);
+  ASSERT_FALSE(no_such.ok());
+  EXPECT_EQ(no_such.status().code(), Errc::invalid_argument);
+  EXPECT_NE(no_such.status().message().find("host_group " + std::to_string(groups())),
+            std::string::npos)
+      << no_such.status().to_string();
 }
 
 TEST_P(MultiGroupTest, EveryGroupWritesIntoEveryGroupAndOneCounterSeesThemAll) {
