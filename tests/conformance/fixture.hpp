@@ -38,7 +38,7 @@ inline constexpr std::chrono::milliseconds kWait{20000};
 // surplus immediate, a duplicate completion). Short: it costs every test.
 inline constexpr std::chrono::milliseconds kQuiet{150};
 
-// FABRIC_TEST_GROUPS=N (N in 2..16; tests/conformance/README.md): every engine
+// FABRIC_TEST_GROUPS=N (N in 2..16; README.md, "Building"): every engine
 // the suite configures has N host groups and registers host memory on the
 // last, so the suite's writes leave and land through group N-1 while SENDs,
 // immediate-only writes and barriers stay on group 0. Unset: one group.

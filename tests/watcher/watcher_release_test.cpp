@@ -121,13 +121,14 @@ TEST(WatcherRelease, ReleaseWaitsForARunningCallback) {
 }
 
 TEST(WatcherRelease, ReleaseFromItsOwnCallbackDoesNotDeadlock) {
+  // !active() turns true as soon as release() marks the slot, while the
+  // callback still runs; the slot is back on the free list only once the pool
+  // has destroyed the callback, which this capture's deleter reports. Declared
+  // before the thread, whose pool may destroy the callback last.
+  std::atomic<bool> callback_destroyed{false};
   WatcherThread thread;
   std::unique_ptr<Watcher> self;
   std::atomic<int> calls{0};
-  // !active() turns true as soon as release() marks the slot, while the
-  // callback still runs; the slot is back on the free list only once the pool
-  // has destroyed the callback, which this capture's deleter reports.
-  std::atomic<bool> callback_destroyed{false};
   std::shared_ptr<void> destruction_probe(nullptr,
                                           [&](void*) { callback_destroyed = true; });
   auto w = thread.alloc([&, probe = std::move(destruction_probe)](std::uint64_t, std::uint64_t) {
