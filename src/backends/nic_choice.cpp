@@ -14,6 +14,7 @@
 #include "fabric/nic_plan.hpp"
 #include "fabric/topology.hpp"
 #include "libfabric/fi_provider.hpp"
+#include "topology/host_topology.hpp"
 
 namespace fabric {
 
@@ -107,7 +108,7 @@ Result<std::optional<DomainNic>> as_ip_nic(std::size_t i, const std::string& ent
 Result<std::vector<DomainNic>> from_topology_plan(const EngineConfig& config,
                                                   std::vector<DomainNic> fallback,
                                                   std::size_t group) {
-  auto topology = detect_topology(TopologyOptions{});
+  const Result<Topology>& topology = topo::host_topology();
   if (!topology || topology->groups.size() <= group) {
     log::info("NIC choice: provider default ({})",
               topology ? fmt::format("no group {} planned", group)

@@ -23,11 +23,6 @@ DomainDecorator current_decorator() {
 }
 
 Result<OpenedDomains> open_backend(const EngineConfig& config, std::size_t group) {
-  if (config.domains_per_group == 0 || config.domains_per_group > NetAddr::kMaxDomains) {
-    return Status(Errc::invalid_argument,
-                  fmt::format("domains_per_group {} not in 1..{}", config.domains_per_group,
-                              NetAddr::kMaxDomains));
-  }
   auto nics = resolve_nics(config, group);
   if (!nics) return nics.status();
   OpenedDomains out;

@@ -18,6 +18,7 @@ struct OpenedDomains {
 };
 
 // config.nics are the group's entries; `group` picks its topology plan when they are empty.
+// TransferEngine::create() has checked config.domains_per_group (1..NetAddr::kMaxDomains).
 Result<OpenedDomains> open_domains(const EngineConfig& config, std::size_t group = 0);
 
 // TEST-ONLY. When set, open_domains() passes every Domain it opens through

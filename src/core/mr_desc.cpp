@@ -117,12 +117,8 @@ Result<MrDesc> MrDesc::decode(std::span<const std::byte> bytes) {
   if (!owner_bytes) return malformed("truncated owner NetAddr");
   auto owner = NetAddr::decode(*owner_bytes);
   if (!owner) return malformed(fmt::format("owner: {}", owner.status().message()));
-  auto group = r.u8();
+  auto group = r.u8();  // checked against the owner by make()
   if (!group) return malformed("truncated group");
-  if (*group >= owner->num_groups()) {
-    return malformed(
-        fmt::format("group {} of an owner with {} groups", *group, owner->num_groups()));
-  }
   auto count = r.u8();
   if (!count) return malformed("truncated key count");
   if (*count != owner->num_domains()) {

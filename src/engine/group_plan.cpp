@@ -2,21 +2,12 @@
 
 #include <fmt/format.h>
 
-#include <mutex>
-
 #include "common/log.hpp"
+#include "topology/host_topology.hpp"
 
 namespace fabric::engine {
 
 namespace {
-
-// The machine does not change under a running process: probe it once, not per engine.
-const Result<Topology>& host_topology() {
-  static std::once_flag once;
-  static std::optional<Result<Topology>> topology;
-  std::call_once(once, [] { topology.emplace(detect_topology(TopologyOptions{})); });
-  return *topology;
-}
 
 CpuSet plan_cpus(const Result<Topology>& topology, std::size_t index, Pinning pinning) {
   if (pinning == Pinning::off) return {};
@@ -45,7 +36,7 @@ Result<std::vector<PlannedGroup>> plan_groups(const EngineConfig& config) {
   // The plan is read only where something needs it: pinning, the default group list.
   const bool need_plan = pinning != Pinning::off || config.groups.empty();
   static const Result<Topology> kNone = Status(Errc::not_found, "not probed");
-  const Result<Topology>& topology = need_plan ? host_topology() : kNone;
+  const Result<Topology>& topology = need_plan ? topo::host_topology() : kNone;
 
   std::vector<PlannedGroup> out;
   if (!config.groups.empty()) {

@@ -112,6 +112,7 @@ bool Worker::wait_thread_ended(std::chrono::milliseconds timeout) const {
 
 void Worker::request_stop() {
   stop_requested_.store(true, std::memory_order_seq_cst);
+  // Unconditionally: the worker may be about to sleep.
   std::lock_guard lock(sleep_mutex_);
   sleep_cv_.notify_one();
 }
@@ -119,15 +120,10 @@ void Worker::request_stop() {
 bool Worker::stop() {
   if (stopped_) return joined_;
   stopped_ = true;
-  stop_requested_.store(true, std::memory_order_seq_cst);
+  request_stop();
   if (!thread_.joinable()) {
     shutdown_sequence();
     return true;
-  }
-  {
-    // Unconditionally: the worker may be about to sleep.
-    std::lock_guard lock(sleep_mutex_);
-    sleep_cv_.notify_one();
   }
   // A provider call that never returns (a peer holding a lock in our shm region) must not hang
   // stop() for good: past the drain bound, the thread is left to itself.
