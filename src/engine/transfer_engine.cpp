@@ -37,7 +37,7 @@ struct TransferEngine::Impl {
   // Group g's worker at [g]. Group 0 also serves SENDs, receives, immediate-only writes and
   // barriers, which have no source memory to pick a group by.
   std::vector<std::unique_ptr<engine::Worker>> workers;
-  std::uint64_t next_peer_group = 1;
+  std::atomic<std::uint64_t> next_peer_group{1};
   // Started on first use: an idle poller costs a core on small machines.
   std::mutex watcher_mutex;
   std::unique_ptr<watcher::WatcherThread> watcher;
@@ -635,11 +635,7 @@ Result<PeerGroupHandle> TransferEngine::add_peer_group(const std::vector<NetAddr
       return Status(st.code(), fmt::format("peer {}: {}", i, st.message()));
     }
   }
-  std::uint64_t id = 0;
-  {
-    std::unique_lock lock(impl_->groups_mutex);
-    id = impl_->next_peer_group++;
-  }
+  const std::uint64_t id = impl_->next_peer_group.fetch_add(1, std::memory_order_relaxed);
   // Resolved on every group's worker: a scatter runs on the group of its source.
   if (auto st = impl_->on_every_group(
           [id, &peers](engine::DomainGroup& g) { return g.add_peer_group(id, peers); });
