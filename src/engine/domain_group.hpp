@@ -42,6 +42,8 @@ class DomainGroup {
   Status resolve_owner(const NetAddr& owner, std::uint32_t group, domain::PeerHandle* out);
   // Resolves every group of every peer, kept as peer group `id` for the engine's lifetime.
   Status add_peer_group(std::uint64_t id, const std::vector<NetAddr>& peers);
+  // Forgets peer group `id` (an add_peer_group that failed on another group); no-op if unknown.
+  void drop_peer_group(std::uint64_t id) { peer_groups_.erase(id); }
   // Peer p's handle on Domain d of its group g at [p][g * size() + d]; null if unknown.
   [[nodiscard]] const std::vector<std::vector<domain::PeerHandle>>* peer_group(
       std::uint64_t id) const;

@@ -640,6 +640,12 @@ Result<PeerGroupHandle> TransferEngine::add_peer_group(const std::vector<NetAddr
   if (auto st = impl_->on_every_group(
           [id, &peers](engine::DomainGroup& g) { return g.add_peer_group(id, peers); });
       !st.ok()) {
+    // The groups that did resolve it would keep a table under an id nobody holds. A worker's
+    // calls run in order, so this drop also follows an add that outlived control_timeout.
+    (void)impl_->on_every_group([id](engine::DomainGroup& g) {
+      g.drop_peer_group(id);
+      return Status::success();
+    });
     return st;
   }
   {

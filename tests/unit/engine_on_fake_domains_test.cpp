@@ -61,10 +61,11 @@ class EngineOnFakeDomains : public ::testing::Test {
   }
 
   // Creates an engine whose Domains are FakeDomains opened with the current options_.
-  Node& add_node(std::uint32_t domains = 1) {
+  Node& add_node(std::uint32_t domains = 1, std::uint32_t groups = 1) {
     EngineConfig c;
     c.provider = "shm";  // opened, then replaced by the decorator
     c.domains_per_group = domains;
+    if (groups > 1) c.groups.resize(groups);
     c.request_timeout = config_request_timeout_;
     c.drain_timeout = 200ms;
     c.max_outstanding_requests = max_outstanding_;
@@ -335,6 +336,51 @@ TEST_F(EngineOnFakeDomains, BackPressureFromSmallSendQueuesNeverLosesARequest) {
   // submit_* back-pressure depends on timing, so it is reported, not asserted.
   std::printf("submissions pushed back %zu times, domain posts refused %llu times\n", pushed_back,
               static_cast<unsigned long long>(refused));
+}
+
+}  // namespace
+}  // namespace fabric
+
+namespace fabric {
+namespace {
+
+// add_peer_group resolves the peers on every group's worker, one group after the other. When
+// the second group cannot, the call returns that group's error and no handle; the first group's
+// table is dropped again (it would sit under an id no handle names). A later call, with the
+// fault gone, makes a group a scatter can use.
+TEST_F(EngineOnFakeDomains, APeerGroupOneGroupCannotResolveIsRefusedAndALaterOneWorks) {
+  Node& b = add_node();
+  Node& c = add_node();
+  Node& a = add_node(1, 2);
+  ASSERT_TRUE(a.engine && b.engine && c.engine);
+  ASSERT_EQ(a.engine->num_groups(), 2u);
+  const std::vector<NetAddr> peers = {b.engine->main_address(), c.engine->main_address()};
+  // Group 0 resolves one address per peer (one group of one Domain each): calls 1 and 2.
+  fabric_->fail_nth_resolve(3);
+  auto refused = a.engine->add_peer_group(peers);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Errc::provider) << refused.status().to_string();
+  EXPECT_NE(refused.status().message().find("fail_nth_resolve"), std::string::npos)
+      << refused.status().to_string();
+
+  auto group = a.engine->add_peer_group(peers);
+  ASSERT_TRUE(group.ok()) << group.status().to_string();
+  fill(a, 3);
+  auto counter_b = b.engine->imm_counter(kImm);
+  auto counter_c = c.engine->imm_counter(kImm);
+  ASSERT_TRUE(counter_b.ok() && counter_c.ok());
+  Scatter scatter;
+  scatter.src = a.reg.handle;
+  scatter.imm = kImm;
+  scatter.group = *group;
+  scatter.slices = {{b.reg.desc, 512, 0, 64}, {c.reg.desc, 256, 1024, 128}};
+  auto done = std::make_shared<CompletionFlag>();
+  ASSERT_TRUE(a.engine->submit_scatter(scatter, done).ok());
+  ASSERT_TRUE(done->wait(kWait).ok()) << done->status().to_string();
+  EXPECT_TRUE(landed(b, 64, 0, 512, 3));
+  EXPECT_TRUE(landed(c, 128, 1024, 256, 3));
+  EXPECT_TRUE((*counter_b)->wait(1, kWait).ok());
+  EXPECT_TRUE((*counter_c)->wait(1, kWait).ok());
 }
 
 }  // namespace

@@ -209,7 +209,19 @@ Result<std::unique_ptr<MemoryRegion>> FakeDomain::register_memory(const MemorySp
   return std::unique_ptr<MemoryRegion>(std::make_unique<FakeRegion>(endpoint_, key));
 }
 
+void FakeFabric::fail_nth_resolve(std::uint64_t n) { resolves_left_.store(n); }
+
+bool FakeFabric::resolve_fails() {
+  std::uint64_t left = resolves_left_.load();
+  while (left != 0 && !resolves_left_.compare_exchange_weak(left, left - 1)) {
+  }
+  return left == 1;
+}
+
 Result<PeerHandle> FakeDomain::resolve_peer(std::span<const std::byte> address) {
+  if (fabric_->resolve_fails()) {
+    return Status(Errc::provider, "fake: resolve_peer refused (FakeFabric::fail_nth_resolve)");
+  }
   // Like an address-vector insert: succeeds for any address; an absent peer fails later.
   const std::vector<std::byte> key(address.begin(), address.end());
   const auto it = std::find(peers_.begin(), peers_.end(), key);

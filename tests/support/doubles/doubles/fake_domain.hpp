@@ -73,10 +73,19 @@ class FakeFabric : public std::enable_shared_from_this<FakeFabric> {
   // The Domain at `address` if it is open; internal to FakeDomain.
   std::shared_ptr<FakeEndpoint> find(std::span<const std::byte> address) const;
 
+  // The nth resolve_peer from now on, counted over every Domain of this fabric (1-based; 0:
+  // none), fails with Errc::provider, as an address-vector insert can. Counted across Domains
+  // because a test targets one group of an engine, whose Domains open on their own threads.
+  void fail_nth_resolve(std::uint64_t n);
+  // Whether this resolve_peer call is the one fail_nth_resolve named; internal to FakeDomain.
+  bool resolve_fails();
+
  private:
   FakeFabric() = default;
   friend class FakeDomain;
   void forget(const std::vector<std::byte>& address);
+
+  std::atomic<std::uint64_t> resolves_left_{0};  // fail_nth_resolve's countdown; 0: off
 
   mutable std::mutex mutex_;
   std::uint64_t next_id_ = 1;
