@@ -17,8 +17,6 @@ JOBS=${JOBS:-$(nproc)}
 BUILD=build/fuzz
 
 scripts/install-deps.sh fuzz
-cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz -j "$JOBS"
 
 if [[ $# -gt 0 ]]; then
   targets=("$@")
@@ -27,26 +25,48 @@ else
   for dir in tests/fuzz/corpus/*/; do targets+=("$(basename "$dir")"); done
 fi
 
+cmake --preset fuzz >/dev/null
+# Only the fuzz targets and what they link, not the workloads the preset would also build.
+cmake --build --preset fuzz -j "$JOBS" --target "${targets[@]/#/fuzz_}"
+
+fuzz_one() {  # target -> its exit status; output in its log
+  local t=$1 work="$BUILD/corpus-work/$1" artifacts="$BUILD/artifacts/$1"
+  mkdir -p "$work" "$artifacts"
+  # -timeout: one input taking this long is a hang worth a report.
+  # -rss_limit_mb: a decoder must not balloon on a 4 KiB input.
+  "$BUILD/tests/fuzz/fuzz_$t" -max_total_time="$FUZZ_SECONDS" -max_len=4096 -timeout=10 \
+    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$artifacts/" \
+    "$work" "tests/fuzz/corpus/$t" >"$BUILD/logs/$t.log" 2>&1
+}
+
+mkdir -p "$BUILD/logs"
+for t in "${targets[@]}"; do
+  [[ -x $BUILD/tests/fuzz/fuzz_$t ]] || { echo "no fuzz target $t" >&2; exit 2; }
+done
+# One target per CPU at a time: each libFuzzer process is single-threaded.
+declare -A rc
+for ((i = 0; i < ${#targets[@]}; i += JOBS)); do
+  pids=()
+  for t in "${targets[@]:i:JOBS}"; do
+    fuzz_one "$t" &
+    pids+=("$!:$t")
+  done
+  for p in "${pids[@]}"; do
+    status=0
+    wait "${p%%:*}" || status=$?
+    rc[${p#*:}]=$status
+  done
+done
+
 failed=()
 printf '%-18s %12s %8s %s\n' target executions seconds result
 for t in "${targets[@]}"; do
-  bin="$BUILD/tests/fuzz/fuzz_$t"
-  [[ -x $bin ]] || { echo "no fuzz target $t ($bin)" >&2; exit 2; }
-  work="$BUILD/corpus-work/$t"
-  artifacts="$BUILD/artifacts/$t"
   log="$BUILD/logs/$t.log"
-  mkdir -p "$work" "$artifacts" "$(dirname "$log")"
-  # -timeout: one input taking this long is a hang worth a report.
-  # -rss_limit_mb: a decoder must not balloon on a 4 KiB input.
-  rc=0
-  "$bin" -max_total_time="$FUZZ_SECONDS" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
-    -print_final_stats=1 -artifact_prefix="$artifacts/" \
-    "$work" "tests/fuzz/corpus/$t" >"$log" 2>&1 || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  if [[ $rc -eq 0 ]]; then
+  if [[ ${rc[$t]} -eq 0 ]]; then
     result=ok
   else
-    result="FAILED (exit $rc; see $log)"
+    result="FAILED (exit ${rc[$t]}; see $log)"
     failed+=("$t")
     tail -n 40 "$log" >&2
   fi
