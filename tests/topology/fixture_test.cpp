@@ -15,7 +15,10 @@
 namespace fabric {
 namespace {
 
-std::string fixture(const char* name) { return std::string(FABRIC_TOPOLOGY_DATA) + "/" + name; }
+// Appended, as tests/support/src/netbed.cpp says why.
+std::string fixture(const char* name) {
+  return std::string(FABRIC_TOPOLOGY_DATA).append("/").append(name);
+}
 
 Topology load(const char* name, int max_nics = 4) {
   TopologyOptions options;
