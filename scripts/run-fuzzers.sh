@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the "fuzz" preset (clang, libFuzzer, ASan + UBSan) and runs every
-# fuzz target for FUZZ_SECONDS (default 20) from its checked-in seed corpus.
+# Builds the fuzz targets of the "fuzz" preset (clang, libFuzzer, ASan + UBSan)
+# and runs each for FUZZ_SECONDS (default 20) from its checked-in seed corpus,
+# JOBS (default: the CPU count) at a time.
 # Exits non-zero if the build fails or any target crashes, leaks, times out or
 # runs out of memory; the reproducer is left in build/fuzz/artifacts/<target>/.
 #
