@@ -338,12 +338,6 @@ TEST_F(EngineOnFakeDomains, BackPressureFromSmallSendQueuesNeverLosesARequest) {
               static_cast<unsigned long long>(refused));
 }
 
-}  // namespace
-}  // namespace fabric
-
-namespace fabric {
-namespace {
-
 // add_peer_group resolves the peers on every group's worker, one group after the other. When
 // the second group cannot, the call returns that group's error and no handle; the first group's
 // table is dropped again (it would sit under an id no handle names). A later call, with the
