@@ -58,7 +58,7 @@ for spec in "single:SingleWriteAllocates:submit_single_write" \
   n=$(n_of "$submit")
   start=$(arcs "$f" . "worker.cpp:fabric::engine::Worker::start_op\\(")
   # WRITEs the provider refused for a full queue are posted later from progress_pending.
-  later=$(arcs "$f" "Worker::progress_pending\\(" "worker.cpp:fabric::engine::Worker::post_some\\(")
+  later=$(arcs "$f" "Worker::progress_pending\\(" "worker_post.cpp:fabric::engine::Worker::post_some\\(")
   provider=$(arcs "$f" . "fi_domain.cpp:fabric::ofi::FiDomain::post_write\\(")
   complete=$(arcs "$f" . "worker.cpp:fabric::engine::Worker::on_tx_done\\(")
   awk -v k="$kind" -v n="$n" -v s="$(ir_of "$submit")" -v w1="$(ir_of "$start")" \

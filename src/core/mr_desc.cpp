@@ -54,6 +54,10 @@ const NetAddr& MrDesc::owner() const {
   static const NetAddr kEmpty;
   return data_ ? data_->owner : kEmpty;
 }
+std::shared_ptr<const NetAddr> MrDesc::shared_owner() const {
+  if (!data_) return std::make_shared<const NetAddr>();
+  return {data_, &data_->owner};  // aliasing: shares data_'s ownership
+}
 std::uint64_t MrDesc::base() const noexcept { return data_ ? data_->base : 0; }
 std::uint64_t MrDesc::size() const noexcept { return data_ ? data_->length : 0; }
 std::uint32_t MrDesc::group() const noexcept { return data_ ? data_->group : 0; }

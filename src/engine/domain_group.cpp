@@ -42,12 +42,26 @@ Status DomainGroup::adopt(std::vector<std::unique_ptr<domain::Domain>> domains) 
 
 Status DomainGroup::resolve_owner(const NetAddr& owner, std::uint32_t group,
                                   domain::PeerHandle* out) {
+  return resolve_cached(owner, group, out, nullptr);
+}
+
+Status DomainGroup::resolve_owner(const MrDesc& dst, domain::PeerHandle* out) {
+  return resolve_cached(dst.owner(), dst.group(), out, &dst);
+}
+
+Status DomainGroup::resolve_cached(const NetAddr& owner, std::uint32_t group,
+                                   domain::PeerHandle* out, const MrDesc* dst) {
   const std::size_t k = domains_.size();
   auto it = peer_cache_.find(owner.instance_id());
-  if (it != peer_cache_.end() && !same_domain_addresses(it->second.address, owner, group)) {
-    // Another engine under a known instance id (forged or corrupted): never its handles.
-    peer_cache_.erase(it);
-    it = peer_cache_.end();
+  if (it != peer_cache_.end() && &owner != it->second.checked_owner.get()) {
+    if (!same_domain_addresses(it->second.address, owner, group)) {
+      // Another engine under a known instance id (forged or corrupted): never its handles.
+      peer_cache_.erase(it);
+      it = peer_cache_.end();
+    } else if (dst != nullptr && it->second.address == owner) {
+      // Equal in every group, not only this one: a later hit skips the compare for good.
+      it->second.checked_owner = dst->shared_owner();
+    }
   }
   if (it != peer_cache_.end() && it->second.resolved[group]) {
     std::copy_n(it->second.handles[group].begin(), k, out);
@@ -63,6 +77,7 @@ Status DomainGroup::resolve_owner(const NetAddr& owner, std::uint32_t group,
   if (it == peer_cache_.end()) {
     CachedPeer fresh;
     fresh.address = owner;
+    if (dst != nullptr) fresh.checked_owner = dst->shared_owner();
     fresh.handles.resize(owner.num_groups());
     fresh.resolved.assign(owner.num_groups(), false);
     it = peer_cache_.insert_or_assign(owner.instance_id(), std::move(fresh)).first;
@@ -105,12 +120,6 @@ Status DomainGroup::fence_peer(const NetAddr& peer) {
     }
   }
   return Status::success();
-}
-
-Status DomainGroup::post_write(std::size_t d, const domain::WriteDesc& w) {
-  Status st = domains_[d]->post_write(w);
-  if (st.ok()) ++tx_in_flight_[d];
-  return st;
 }
 
 Status DomainGroup::post_send(domain::PeerHandle peer, const void* buf, std::size_t len,

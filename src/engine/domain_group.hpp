@@ -40,6 +40,9 @@ class DomainGroup {
   // The handle of each Domain of the owner's group `group` into out[0, size()): from the
   // cache, resolving (once per engine instance and group) on a miss.
   Status resolve_owner(const NetAddr& owner, std::uint32_t group, domain::PeerHandle* out);
+  // The same for the owner of `dst`'s memory and its group. A hit on the very owner object
+  // checked before (the cache keeps it alive) skips comparing its addresses byte by byte.
+  Status resolve_owner(const MrDesc& dst, domain::PeerHandle* out);
   // Resolves every group of every peer, kept as peer group `id` for the engine's lifetime.
   Status add_peer_group(std::uint64_t id, const std::vector<NetAddr>& peers);
   // Forgets peer group `id` (an add_peer_group that failed on another group); no-op if unknown.
@@ -55,7 +58,12 @@ class DomainGroup {
     return tx_in_flight_[d] >= tx_depth_[d];
   }
   // Posts on Domain d; counts it in flight when the provider took it.
-  Status post_write(std::size_t d, const domain::WriteDesc& w);
+  // Inline: it runs once per WRITE.
+  Status post_write(std::size_t d, const domain::WriteDesc& w) {
+    Status st = domains_[d]->post_write(w);
+    if (st.ok()) ++tx_in_flight_[d];
+    return st;
+  }
   Status post_send(domain::PeerHandle peer, const void* buf, std::size_t len, void* desc,
                    domain::Token token);
   // A completion on Domain d; `peer` (when known) answered at `now`.
@@ -90,10 +98,16 @@ class DomainGroup {
   // instance id, but a forged or corrupted descriptor could.
   struct CachedPeer {
     NetAddr address;
+    // The last descriptor owner found equal to `address`, held so that its address cannot be
+    // reused by another NetAddr while it is cached here.
+    std::shared_ptr<const NetAddr> checked_owner;
     std::vector<std::array<domain::PeerHandle, NetAddr::kMaxDomains>> handles;  // per group
     std::vector<bool> resolved;                                                 // per group
   };
   std::unordered_map<std::uint64_t, CachedPeer> peer_cache_;
+
+  Status resolve_cached(const NetAddr& owner, std::uint32_t group, domain::PeerHandle* out,
+                        const MrDesc* dst);
 };
 
 }  // namespace fabric::engine

@@ -86,6 +86,7 @@ struct Op {
   std::chrono::steady_clock::time_point last_progress;
   Status error;
   OpPool* pool = nullptr;  // where the op goes back when it is done
+  Op* next_submitted = nullptr;  // link in the worker's SubmissionQueue until started
 
   [[nodiscard]] bool failed() const noexcept { return !error.ok(); }
   [[nodiscard]] bool fully_posted() const noexcept { return posted == total; }

@@ -670,12 +670,9 @@ Status TransferEngine::submit_scatter(const Scatter& request, OnDone on_done) {
   if (auto st = engine::check_source(request.src, impl_->identity); !st.ok()) return st;
   const auto k = static_cast<std::uint32_t>(num_domains());
   if (auto st = engine::check_scatter_routing(request.routing, k); !st.ok()) return st;
-  for (std::size_t i = 0; i < request.slices.size(); ++i) {
-    const ScatterSlice& s = request.slices[i];
-    Status st = engine::check_remote(s.dst, impl_->identity);
-    if (st.ok()) st = engine::check_local_range(request.src, s.src_offset, s.length);
-    if (st.ok()) st = engine::check_remote_range(s.dst, s.dst_offset, s.length);
-    if (!st.ok()) return {st.code(), fmt::format("slice {}: {}", i, st.message())};
+  if (auto st = engine::check_scatter_slices(request.src, request.slices, impl_->identity);
+      !st.ok()) {
+    return st;
   }
   const auto& slices = request.slices;
   if (auto st = impl_->check_group(

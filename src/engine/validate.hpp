@@ -3,6 +3,7 @@
 // Every message names the bad value.
 
 #include <cstdint>
+#include <vector>
 
 #include "fabric/memory.hpp"
 #include "fabric/net_addr.hpp"
@@ -29,6 +30,9 @@ Status check_remote_range(const MrDesc& mr, std::uint64_t offset, std::uint64_t 
 Status check_write_routing(const WriteRouting& routing);
 Status check_scatter_routing(const ScatterRouting& routing, std::size_t num_domains);
 Status check_single_write(const SingleWrite& w, const LocalIdentity& self);
+// Each slice's destination and both its ranges; the message names the slice.
+Status check_scatter_slices(const MrHandle& src, const std::vector<ScatterSlice>& slices,
+                            const LocalIdentity& self);
 Status check_paged_write(const PagedWrite& w, const LocalIdentity& self);
 
 }  // namespace fabric::engine

@@ -19,8 +19,6 @@ constexpr std::size_t kTaskBatch = 64;
 constexpr std::uint32_t kFirstPost = 1;
 constexpr std::uint32_t kUnlimited = ~std::uint32_t{0};
 constexpr auto kExpiryCheckInterval = std::chrono::milliseconds(5);
-
-domain::Token op_token(Op* op) { return reinterpret_cast<domain::Token>(op); }
 }  // namespace
 
 Worker::Worker(std::uint32_t group, const EngineConfig& config, CallbackThread& callbacks,
@@ -90,7 +88,7 @@ bool Worker::admit() noexcept {
 }
 
 void Worker::submit(OpPtr op) {
-  submissions_.enqueue(std::move(op));
+  submissions_.push(std::move(op));
   wake();
 }
 
@@ -201,7 +199,7 @@ void Worker::idle_wait(Clock::time_point last_busy) {
   // for more than idle_sleep; a submission wakes us at once.
   std::unique_lock lock(sleep_mutex_);
   sleeping_.store(true, std::memory_order_seq_cst);
-  if (submissions_.size_approx() == 0 && tasks_.size_approx() == 0 &&
+  if (submissions_.empty() && tasks_.size_approx() == 0 &&
       !stop_requested_.load(std::memory_order_seq_cst)) {
     sleep_cv_.wait_for(lock, config_.idle_sleep);
   }
@@ -219,10 +217,12 @@ bool Worker::drain_tasks() {
 }
 
 bool Worker::drain_submissions() {
-  std::array<OpPtr, kSubmissionBatch> batch;
-  const std::size_t n = submissions_.try_dequeue_bulk(batch.begin(), batch.size());
-  for (std::size_t i = 0; i < n; ++i) {
-    Op* op = batch[i].release();
+  if (taken_ == nullptr) taken_ = submissions_.take_all();
+  std::size_t n = 0;
+  for (; n < kSubmissionBatch && taken_ != nullptr; ++n) {
+    Op* op = taken_;
+    taken_ = op->next_submitted;
+    op->next_submitted = nullptr;
     if (config_.record_post_timings) op->timing.picked_up = now_ns();
     add_live(op);
     start_op(op);
@@ -372,7 +372,7 @@ Status Worker::resolve_peers(Op* op) {
     op->own_peers.resize(dsts->size() * k);
     for (std::size_t p = 0; p < dsts->size(); ++p) {
       const MrDesc& dst = (*dsts)[p];
-      if (auto st = domains_.resolve_owner(dst.owner(), dst.group(), op->own_peers.data() + p * k);
+      if (auto st = domains_.resolve_owner(dst, op->own_peers.data() + p * k);
           !st.ok()) {
         return st;
       }
@@ -380,131 +380,13 @@ Status Worker::resolve_peers(Op* op) {
   } else {
     op->own_peers.resize(k);
     // SENDs go to the peer's group 0, whose Domain 0 holds the receive buffers.
-    const NetAddr& owner = op->kind == OpKind::send ? op->send.to : op->dst.owner();
-    const std::uint32_t group = op->kind == OpKind::send ? 0 : op->dst.group();
-    if (auto st = domains_.resolve_owner(owner, group, op->own_peers.data()); !st.ok()) {
-      return st;
-    }
+    const Status st = op->kind == OpKind::send
+                          ? domains_.resolve_owner(op->send.to, 0, op->own_peers.data())
+                          : domains_.resolve_owner(op->dst, op->own_peers.data());
+    if (!st.ok()) return st;
   }
   op->peers = op->own_peers.data();
   return Status::success();
-}
-
-bool Worker::post_some(Op* op, std::uint32_t max_wrs) {
-  // A scatter or barrier reaches several peers, each counting its own immediates: one gone peer
-  // must not starve the others, so their slices are still posted and the request fails at the
-  // end. A single-peer request stops at its first refused WRITE.
-  const bool multi_peer = op->posts_past_failure();
-  std::uint32_t n = 0;
-  while (!op->posting_over() && n < max_wrs) {
-    Status st = post_one(op);
-    if (st.code() == Errc::again) return false;
-    if (!st.ok()) {
-      if (!multi_peer) {
-        op->error = std::move(st);
-        return true;
-      }
-      if (op->error.ok()) op->error = std::move(st);
-      // Refused: counted as posted and done, there is no completion to wait for.
-      ++op->posted;
-      ++op->done;
-    }
-    ++n;
-  }
-  return true;
-}
-
-Status Worker::post_one(Op* op) {
-  const std::uint32_t i = op->posted;
-  const auto keys = op->dst.keys();
-  const auto local = [&](std::uint64_t offset) {
-    return static_cast<const std::byte*>(op->src->ptr) + offset;
-  };
-  std::uint32_t d = 0;
-  std::uint32_t peer = 0;
-  std::optional<std::uint64_t> rkey;
-  domain::WriteDesc w;
-  w.imm = op->imm;
-  w.token = op_token(op);
-  switch (op->kind) {
-    case OpKind::single: {
-      const SinglePlan& plan = op->single;
-      const WritePiece& piece = plan.pieces[i];
-      d = piece.domain;
-      w.local = local(plan.src_offset + piece.offset);
-      w.length = piece.length;
-      w.local_desc = op->src->regions[d]->local_desc();
-      w.remote_addr = keys[d].addr_base + plan.dst_offset + piece.offset;
-      break;
-    }
-    case OpKind::paged: {
-      const PagedPlan& plan = op->paged;
-      d = static_cast<std::uint32_t>(i % domains_.size());
-      w.local = local(plan.src.offset + std::uint64_t{plan.src.indices[i]} * plan.src.stride);
-      w.length = plan.page_length;
-      w.local_desc = op->src->regions[d]->local_desc();
-      w.remote_addr =
-          keys[d].addr_base + plan.dst.offset + std::uint64_t{plan.dst.indices[i]} * plan.dst.stride;
-      break;
-    }
-    case OpKind::imm:
-      w.local = domains_.scratch();
-      w.length = 0;
-      w.local_desc = domains_.scratch_desc(0);
-      w.remote_addr = keys[0].addr_base;
-      break;
-    case OpKind::scatter: {
-      const ScatterPiece& piece = op->scatter.pieces[i];
-      d = piece.domain;
-      peer = piece.peer;
-      const RemoteKey& key = op->scatter.dsts[peer].keys()[d];
-      w.local = local(piece.src_offset);
-      w.length = piece.length;
-      w.local_desc = op->src->regions[d]->local_desc();
-      w.remote_addr = key.addr_base + piece.dst_offset;
-      rkey = key.rkey;
-      break;
-    }
-    case OpKind::barrier: {
-      d = static_cast<std::uint32_t>(i % domains_.size());
-      peer = i;
-      const RemoteKey& key = op->barrier.dsts[peer].keys()[d];
-      w.local = domains_.scratch();
-      w.length = 0;
-      w.local_desc = domains_.scratch_desc(d);
-      w.remote_addr = key.addr_base;
-      rkey = key.rkey;
-      break;
-    }
-    case OpKind::send:
-      break;
-  }
-  if (domains_.full(d)) return Status(Errc::again, {});
-  const Status st = [&] {
-    if (op->kind == OpKind::send) {
-      const SendPlan& plan = op->send;
-      const void* buf = staging_ ? static_cast<const void*>(staging_->data(plan.slot))
-                                 : static_cast<const void*>(plan.message.data());
-      void* desc = staging_ ? staging_->desc() : nullptr;
-      return domains_.post_send(op->peers[0], buf, plan.message.size(), desc, op_token(op));
-    }
-    w.peer = op->peers[std::size_t{peer} * domains_.size() + d];
-    w.rkey = rkey ? *rkey : keys[d].rkey;
-    return domains_.post_write(d, w);
-  }();
-  if (st.ok()) {
-    ++op->posted;
-    if (config_.record_post_timings) {
-      const std::uint64_t t = now_ns();
-      if (op->posted == 1) op->timing.first_post = t;
-      if (op->fully_posted()) {
-        op->timing.last_post = t;
-        op->timing.posts = op->posted;
-        record_timing(op);
-      }
-    }
-  }
-  return st;
 }
 
 void Worker::record_timing(Op* op) {

@@ -31,6 +31,7 @@
 #include "engine/registrar.hpp"
 #include "engine/ring_queue.hpp"
 #include "engine/send_staging.hpp"
+#include "engine/submission_queue.hpp"
 #include "fabric/engine.hpp"
 
 namespace fabric::engine {
@@ -110,9 +111,16 @@ class Worker {
   Status resolve_peers(Op* op);
   // The Domains and their state, once opened (on the worker thread).
   Status adopt(std::vector<std::unique_ptr<domain::Domain>> domains);
-  // Posts WRs of op while the provider accepts them; false once blocked.
+  // Posts up to max_wrs WRs of op while the provider accepts them; false once blocked
+  // (worker_post.cpp).
   bool post_some(Op* op, std::uint32_t max_wrs);
-  Status post_one(Op* op);
+  // The loop of post_some for WRITEs; `describe(i, w)` fills WRITE i's addresses and key and
+  // returns its Domain and peer.
+  template <typename Describe>
+  bool post_writes(Op* op, std::uint32_t max_wrs, Describe&& describe);
+  bool post_send_op(Op* op);
+  // Counts a WRITE or SEND the provider took (and stamps PostTiming when asked).
+  void note_posted(Op* op);
   // `now`: when the poll that returned the completion ran (one clock read per batch).
   void on_tx_done(Op* op, std::size_t domain, Status status,
                   std::chrono::steady_clock::time_point now);
@@ -136,7 +144,7 @@ class Worker {
 
   // Before the queue: Ops still queued go back to the pool when the queue is destroyed.
   OpPool pool_;
-  moodycamel::ConcurrentQueue<OpPtr> submissions_;
+  SubmissionQueue submissions_;
   moodycamel::ConcurrentQueue<Task> tasks_;
   std::atomic<std::uint32_t> outstanding_{0};
   std::atomic<bool> stop_requested_{false};
@@ -161,6 +169,9 @@ class Worker {
   void add_live(Op* op);
   void remove_live(Op* op);
   RingQueue<Op*> pending_;
+  // Taken from submissions_ but not started yet (a pass starts kSubmissionBatch at most),
+  // oldest first, linked by Op::next_submitted; empty once shutdown_sequence() has run.
+  Op* taken_ = nullptr;
   [[nodiscard]] std::chrono::steady_clock::time_point last_heard(const Op* op) const;
   Registrar registrar_;
   Receives receives_;

@@ -111,6 +111,13 @@ Status plan_scatter_into(std::vector<ScatterPiece>& out, const std::vector<Scatt
         return Status(Errc::invalid_argument, fmt::format("undefined ScatterRouting::Mode {}",
                                                           static_cast<unsigned>(routing.mode)));
     }
+    // A pinned slice that fits one WRITE is that WRITE, as plan_pieces would make it: most
+    // slices of a dispatch are, and this skips the general sharding per slice.
+    if (per_peer.mode == WriteRouting::Mode::pin && per_peer.domain < num_domains &&
+        s.length <= max_write) {
+      out.push_back({p, per_peer.domain, s.src_offset, s.dst_offset, s.length});
+      continue;
+    }
     // Planned in place: the peer's pieces go straight into `out`, then get their offsets.
     const std::size_t first = out.size();
     if (auto st = plan_pieces(out, s.length, per_peer, num_domains, max_write); !st.ok()) {

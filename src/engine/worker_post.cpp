@@ -1,0 +1,201 @@
+// Worker::post_some: how an accepted request's WRITEs reach the provider.
+//
+// One loop per request kind. What every WRITE of a request shares (its source's descriptor and
+// its destination's base and key on each Domain) is read once per call, not once per WRITE: a
+// 64-page write used to pay two virtual calls, a shared-state read and a switch on the kind for
+// every page (docs/benchmarks.md, "Instructions per request").
+
+#include <array>
+#include <cstring>
+
+#include "engine/worker.hpp"
+
+namespace fabric::engine {
+
+namespace {
+
+domain::Token op_token(Op* op) { return reinterpret_cast<domain::Token>(op); }
+
+// Where one WRITE goes: the Domain that posts it and the peer (index into the op's peers).
+struct Target {
+  std::uint32_t domain = 0;
+  std::uint32_t peer = 0;
+};
+
+// Per Domain: the source region's descriptor and the destination's address base and key.
+struct Endpoints {
+  std::array<void*, NetAddr::kMaxDomains> local_desc{};
+  std::array<std::uint64_t, NetAddr::kMaxDomains> remote_base{};
+  std::array<std::uint64_t, NetAddr::kMaxDomains> rkey{};
+
+  Endpoints(const Op& op, std::size_t domains, std::uint64_t dst_offset) {
+    const auto keys = op.dst.keys();
+    for (std::size_t d = 0; d < domains; ++d) {
+      local_desc[d] = op.src->regions[d]->local_desc();
+      remote_base[d] = keys[d].addr_base + dst_offset;
+      rkey[d] = keys[d].rkey;
+    }
+  }
+};
+
+// Domains in turn from the one of WRITE `first` (paged and barrier requests): a counter
+// instead of a division per WRITE.
+class RoundRobin {
+ public:
+  RoundRobin(std::uint32_t first, std::size_t domains)
+      : next_(static_cast<std::uint32_t>(first % domains)),
+        domains_(static_cast<std::uint32_t>(domains)) {}
+  std::uint32_t take() noexcept {
+    const std::uint32_t d = next_;
+    next_ = d + 1 == domains_ ? 0 : d + 1;
+    return d;
+  }
+
+ private:
+  std::uint32_t next_;
+  std::uint32_t domains_;
+};
+
+}  // namespace
+
+bool Worker::post_some(Op* op, std::uint32_t max_wrs) {
+  const std::size_t k = domains_.size();
+  switch (op->kind) {
+    case OpKind::single: {
+      const SinglePlan& plan = op->single;
+      const auto* base = static_cast<const std::byte*>(op->src->ptr) + plan.src_offset;
+      const Endpoints ends(*op, k, plan.dst_offset);
+      return post_writes(op, max_wrs, [&](std::uint32_t i, domain::WriteDesc& w) {
+        const WritePiece& piece = plan.pieces[i];
+        w.local = base + piece.offset;
+        w.length = piece.length;
+        w.local_desc = ends.local_desc[piece.domain];
+        w.remote_addr = ends.remote_base[piece.domain] + piece.offset;
+        w.rkey = ends.rkey[piece.domain];
+        return Target{piece.domain, 0};
+      });
+    }
+    case OpKind::paged: {
+      const PagedPlan& plan = op->paged;
+      const auto* base = static_cast<const std::byte*>(op->src->ptr) + plan.src.offset;
+      const Endpoints ends(*op, k, plan.dst.offset);
+      RoundRobin domains(op->posted, k);
+      return post_writes(op, max_wrs, [&](std::uint32_t i, domain::WriteDesc& w) {
+        const std::uint32_t d = domains.take();
+        w.local = base + std::uint64_t{plan.src.indices[i]} * plan.src.stride;
+        w.length = plan.page_length;
+        w.local_desc = ends.local_desc[d];
+        w.remote_addr = ends.remote_base[d] + std::uint64_t{plan.dst.indices[i]} * plan.dst.stride;
+        w.rkey = ends.rkey[d];
+        return Target{d, 0};
+      });
+    }
+    case OpKind::imm: {
+      const RemoteKey key = op->dst.keys()[0];
+      return post_writes(op, max_wrs, [&](std::uint32_t, domain::WriteDesc& w) {
+        w.local = domains_.scratch();
+        w.length = 0;
+        w.local_desc = domains_.scratch_desc(0);
+        w.remote_addr = key.addr_base;
+        w.rkey = key.rkey;
+        return Target{0, 0};
+      });
+    }
+    case OpKind::scatter: {
+      const ScatterPlan& plan = op->scatter;
+      const auto* base = static_cast<const std::byte*>(op->src->ptr);
+      std::array<void*, NetAddr::kMaxDomains> local_desc{};
+      for (std::size_t d = 0; d < k; ++d) local_desc[d] = op->src->regions[d]->local_desc();
+      return post_writes(op, max_wrs, [&](std::uint32_t i, domain::WriteDesc& w) {
+        const ScatterPiece& piece = plan.pieces[i];
+        const RemoteKey& key = plan.dsts[piece.peer].keys()[piece.domain];
+        w.local = base + piece.src_offset;
+        w.length = piece.length;
+        w.local_desc = local_desc[piece.domain];
+        w.remote_addr = key.addr_base + piece.dst_offset;
+        w.rkey = key.rkey;
+        return Target{piece.domain, piece.peer};
+      });
+    }
+    case OpKind::barrier: {
+      const BarrierPlan& plan = op->barrier;
+      RoundRobin domains(op->posted, k);
+      return post_writes(op, max_wrs, [&](std::uint32_t i, domain::WriteDesc& w) {
+        const std::uint32_t d = domains.take();
+        const RemoteKey& key = plan.dsts[i].keys()[d];
+        w.local = domains_.scratch();
+        w.length = 0;
+        w.local_desc = domains_.scratch_desc(d);
+        w.remote_addr = key.addr_base;
+        w.rkey = key.rkey;
+        return Target{d, i};
+      });
+    }
+    case OpKind::send:
+      return post_send_op(op);
+  }
+  return true;
+}
+
+template <typename Describe>
+bool Worker::post_writes(Op* op, std::uint32_t max_wrs, Describe&& describe) {
+  // A scatter or barrier reaches several peers, each counting its own immediates: one gone peer
+  // must not starve the others, so their slices are still posted and the request fails at the
+  // end. A single-peer request stops at its first refused WRITE.
+  const bool multi_peer = op->posts_past_failure();
+  const std::size_t k = domains_.size();
+  domain::WriteDesc w;
+  w.imm = op->imm;
+  w.token = op_token(op);
+  for (std::uint32_t n = 0; n < max_wrs && !op->posting_over(); ++n) {
+    const Target to = describe(op->posted, w);
+    if (domains_.full(to.domain)) return false;
+    w.peer = op->peers[std::size_t{to.peer} * k + to.domain];
+    Status st = domains_.post_write(to.domain, w);
+    if (st.ok()) [[likely]] {
+      note_posted(op);
+      continue;
+    }
+    if (st.code() == Errc::again) return false;
+    if (!multi_peer) {
+      op->error = std::move(st);
+      return true;
+    }
+    if (op->error.ok()) op->error = std::move(st);
+    // Refused: counted as posted and done, there is no completion to wait for.
+    ++op->posted;
+    ++op->done;
+  }
+  return true;
+}
+
+bool Worker::post_send_op(Op* op) {
+  if (op->posting_over()) return true;
+  if (domains_.full(0)) return false;
+  const SendPlan& plan = op->send;
+  const void* buf = staging_ ? static_cast<const void*>(staging_->data(plan.slot))
+                             : static_cast<const void*>(plan.message.data());
+  void* desc = staging_ ? staging_->desc() : nullptr;
+  Status st = domains_.post_send(op->peers[0], buf, plan.message.size(), desc, op_token(op));
+  if (st.ok()) {
+    note_posted(op);
+    return true;
+  }
+  if (st.code() == Errc::again) return false;
+  op->error = std::move(st);
+  return true;
+}
+
+void Worker::note_posted(Op* op) {
+  ++op->posted;
+  if (!config_.record_post_timings) [[likely]] return;
+  const std::uint64_t t = now_ns();
+  if (op->posted == 1) op->timing.first_post = t;
+  if (op->fully_posted()) {
+    op->timing.last_post = t;
+    op->timing.posts = op->posted;
+    record_timing(op);
+  }
+}
+
+}  // namespace fabric::engine
