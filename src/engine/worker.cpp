@@ -89,7 +89,8 @@ bool Worker::admit() noexcept {
 
 void Worker::submit(OpPtr op) {
   submissions_.push(std::move(op));
-  wake();
+  if (config_.post_on_submit) (void)post_submitted();
+  wake();  // the rest of its WRITEs, and its completions, are the worker's
 }
 
 void Worker::post_task(Task task) {
@@ -161,7 +162,8 @@ void Worker::run() {
         continue;
       }
       worker_wants_loop_.store(false, std::memory_order_relaxed);
-      busy = drain_tasks();
+      busy = posted_by_caller_.exchange(false, std::memory_order_acq_rel);
+      busy |= drain_tasks();
       busy |= drain_submissions();
       busy |= progress_pending();
       busy |= poll_domains();
@@ -200,6 +202,7 @@ void Worker::idle_wait(Clock::time_point last_busy) {
   std::unique_lock lock(sleep_mutex_);
   sleeping_.store(true, std::memory_order_seq_cst);
   if (submissions_.empty() && tasks_.size_approx() == 0 &&
+      !posted_by_caller_.load(std::memory_order_seq_cst) &&
       !stop_requested_.load(std::memory_order_seq_cst)) {
     sleep_cv_.wait_for(lock, config_.idle_sleep);
   }
@@ -216,7 +219,7 @@ bool Worker::drain_tasks() {
   return n > 0;
 }
 
-bool Worker::drain_submissions() {
+bool Worker::drain_submissions(std::uint32_t first_posts) {
   if (taken_ == nullptr) taken_ = submissions_.take_all();
   std::size_t n = 0;
   for (; n < kSubmissionBatch && taken_ != nullptr; ++n) {
@@ -225,7 +228,7 @@ bool Worker::drain_submissions() {
     op->next_submitted = nullptr;
     if (config_.record_post_timings) op->timing.picked_up = now_ns();
     add_live(op);
-    start_op(op);
+    start_op(op, first_posts);
   }
   return n > 0;
 }
@@ -284,7 +287,7 @@ bool Worker::poll_domains() {
 
 // ---------------------------------------------------------------- requests
 
-void Worker::start_op(Op* op) {
+void Worker::start_op(Op* op, std::uint32_t first_posts) {
   op->last_progress = Clock::now();
   // The request's use of its source was counted when it was accepted, so a
   // dereg_mr() since then waits for it. Only a dereg that overtook the
@@ -336,7 +339,7 @@ void Worker::start_op(Op* op) {
   }
 
   // Older requests keep their place: a newcomer posts one WRITE, then queues.
-  (void)post_some(op, pending_.empty() ? kUnlimited : kFirstPost);
+  (void)post_some(op, pending_.empty() ? first_posts : kFirstPost);
   if (op->finished()) {  // refused outright: nothing is owed by the provider
     finish(op);
     return;

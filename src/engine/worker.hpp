@@ -104,10 +104,15 @@ class Worker {
  private:
   void run();
   bool drain_tasks();
-  bool drain_submissions();
+  // Starts up to kSubmissionBatch queued requests, each posting at most `first_posts` WRITEs
+  // at once (then it waits in pending_).
+  bool drain_submissions(std::uint32_t first_posts = ~std::uint32_t{0});
+  // EngineConfig::post_on_submit: the caller's pass after its submission; false if it could
+  // not have one (worker_assist.cpp).
+  bool post_submitted();
   bool progress_pending();
   bool poll_domains();
-  void start_op(Op* op);
+  void start_op(Op* op, std::uint32_t first_posts);
   Status resolve_peers(Op* op);
   // The Domains and their state, once opened (on the worker thread).
   Status adopt(std::vector<std::unique_ptr<domain::Domain>> domains);
@@ -156,6 +161,10 @@ class Worker {
   // Set by the worker thread when it needs the next pass (tasks, request expiry) while a caller
   // holds loop_mutex_; assist() stands back until the worker has had it.
   std::atomic<bool> worker_wants_loop_{false};
+  // Set by post_submitted() when a caller started requests: the worker counts that as
+  // activity (its idle policy polls closely again, not in idle_sleep steps) and does not go to
+  // sleep on it.
+  std::atomic<bool> posted_by_caller_{false};
   std::condition_variable sleep_cv_;
   std::thread thread_;
   std::promise<void> thread_ended_;

@@ -29,4 +29,18 @@ bool Worker::assist() {
   return busy;
 }
 
+bool Worker::post_submitted() {
+  // As assist(), but only the first WRITE of what is queued: the caller pays one provider call,
+  // not a whole paged write, and polls nothing (completions stay on the worker's threads).
+  if (worker_wants_loop_.load(std::memory_order_relaxed) || tasks_.size_approx() != 0) {
+    return false;
+  }
+  std::unique_lock loop(loop_mutex_, std::try_to_lock);
+  if (!loop || stop_requested_.load(std::memory_order_seq_cst)) return false;
+  if (!drain_submissions(1)) return false;
+  // Before the caller's wake(): a worker about to sleep sees this or is woken.
+  posted_by_caller_.store(true, std::memory_order_seq_cst);
+  return true;
+}
+
 }  // namespace fabric::engine

@@ -69,11 +69,12 @@ constexpr auto kLater = 30ms;
 template <typename Duration>
 void expect_flag_waits_for_completion(Duration forever) {
   CompletionFlag flag;
+  // Before the thread starts its kLater: the wait cannot end sooner than kLater after this.
+  const auto start = std::chrono::steady_clock::now();
   std::thread t([&] {
     std::this_thread::sleep_for(kLater);
     flag.complete(Status::success());
   });
-  const auto start = std::chrono::steady_clock::now();
   const Status st = flag.wait(forever);
   t.join();
   EXPECT_TRUE(st.ok()) << st.to_string();

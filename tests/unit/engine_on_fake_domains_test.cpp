@@ -69,6 +69,9 @@ class EngineOnFakeDomains : public ::testing::Test {
     c.request_timeout = config_request_timeout_;
     c.drain_timeout = 200ms;
     c.max_outstanding_requests = max_outstanding_;
+    c.post_on_submit = post_on_submit_;
+    // Straight to sleep when idle: the worker is out of its loop's passes most of the time.
+    if (post_on_submit_) c.idle_yield = 0us;
     auto engine = TransferEngine::create(c);
     EXPECT_TRUE(engine.ok()) << engine.status().to_string();
     auto node = std::make_unique<Node>();
@@ -100,6 +103,7 @@ class EngineOnFakeDomains : public ::testing::Test {
   domain::FakeOptions options_;
   std::chrono::milliseconds config_request_timeout_{5000};
   std::uint32_t max_outstanding_ = 16384;
+  bool post_on_submit_ = false;
   std::vector<std::unique_ptr<Node>> nodes_;
 };
 
@@ -375,6 +379,66 @@ TEST_F(EngineOnFakeDomains, APeerGroupOneGroupCannotResolveIsRefusedAndALaterOne
   EXPECT_TRUE(landed(c, 128, 1024, 256, 3));
   EXPECT_TRUE((*counter_b)->wait(1, kWait).ok());
   EXPECT_TRUE((*counter_c)->wait(1, kWait).ok());
+}
+
+TEST_F(EngineOnFakeDomains, WithPostOnSubmitTheSubmittingThreadPostsFirstWritesAndAllLand) {
+  for (const bool on : {false, true}) {
+    SCOPED_TRACE(on ? "post_on_submit" : "worker posts");
+    post_on_submit_ = on;
+    nodes_.clear();
+    Node& a = add_node(2);
+    Node& b = add_node(2);
+    ASSERT_TRUE(a.engine && b.engine);
+    fill(a, 3);
+    // 40 single writes, each sharded over a's 2 Domains (the second WRITE is the worker's),
+    // then one 64-page write; each waited for, so the worker is idle before the next.
+    constexpr int kWrites = 40;
+    for (int i = 0; i < kWrites; ++i) {
+      auto flag = std::make_shared<CompletionFlag>();
+      const std::uint64_t off = static_cast<std::uint64_t>(i) * 1000;
+      ASSERT_TRUE(a.engine->submit_single_write({1000, std::nullopt, {a.reg.handle, off},
+                                                 {b.reg.desc, off}}, flag)
+                      .ok());
+      ASSERT_TRUE(flag->wait(kWait).ok()) << flag->status().to_string();
+    }
+    EXPECT_TRUE(landed(b, 0, 0, kWrites * 1000, 3));
+    PagedWrite paged;
+    paged.page_length = 128;
+    paged.src = a.reg.handle;
+    paged.dst = b.reg.desc;
+    for (std::uint32_t p = 0; p < 64; ++p) {
+      paged.src_pages.indices.push_back(p);
+      paged.dst_pages.indices.push_back(63 - p);
+    }
+    paged.src_pages.stride = paged.dst_pages.stride = 128;
+    paged.src_pages.offset = 0;
+    paged.dst_pages.offset = 49152;
+    auto flag = std::make_shared<CompletionFlag>();
+    ASSERT_TRUE(a.engine->submit_paged_writes(paged, flag).ok());
+    ASSERT_TRUE(flag->wait(kWait).ok()) << flag->status().to_string();
+    for (std::uint32_t p = 0; p < 64; ++p) {
+      EXPECT_TRUE(landed(b, 49152 + (63 - p) * 128, p * 128, 128, 3)) << "page " << p;
+    }
+    std::uint64_t by_callers = 0;
+    std::uint64_t by_workers = 0;
+    for (const auto& address : a.domain_addresses()) {
+      auto stats = fabric_->stats(address);
+      ASSERT_NE(stats, nullptr);
+      by_callers += stats->writes_from_others.load();
+      by_workers += stats->writes_from_opener.load();
+    }
+    EXPECT_EQ(by_callers + by_workers, kWrites * 2 + 64u);
+    std::printf("[ posts    ] post_on_submit %s: %llu by callers, %llu by workers\n",
+                on ? "on" : "off", static_cast<unsigned long long>(by_callers),
+                static_cast<unsigned long long>(by_workers));
+    if (!on) {
+      EXPECT_EQ(by_callers, 0u);
+    } else {
+      // At most one WRITE per request; at least one, since the worker sleeps between them.
+      EXPECT_GE(by_callers, 1u);
+      EXPECT_LE(by_callers, kWrites + 1u);
+    }
+  }
 }
 
 }  // namespace

@@ -59,6 +59,9 @@ int main(int argc, char** argv) {
   app.add_option("--pages", opt.pages, "pages per paged batch")->check(CLI::Range(1024u, 16384u));
   app.add_option("--reps", opt.reps, "measured rounds per size and mode, best kept (default 3, quick 1)");
   app.add_flag("--busy-poll", opt.busy_poll, "engine workers spin (EngineConfig::busy_poll)");
+  app.add_flag("--post-on-submit", opt.post_on_submit,
+               "the submitting thread posts each request's first WRITE "
+               "(EngineConfig::post_on_submit)");
   app.add_option("--imm-wait", opt.imm_wait,
                  "imm op: waiters call TransferEngine::progress (progress) or leave delivery to "
                  "the worker threads (worker)")

@@ -24,6 +24,7 @@ struct Options {
   std::uint32_t window = 64;  // outstanding writes (single) or batches (paged)
   std::uint32_t pages = 1024;
   bool busy_poll = false;
+  bool post_on_submit = false;  // EngineConfig::post_on_submit
   // How the imm op's waiters wait: "progress" (TransferEngine::progress in the wait loop) or
   // "worker" (poll the ImmCounter, the worker threads deliver).
   std::string imm_wait = "progress";

@@ -54,6 +54,7 @@ nlohmann::json machine(const Options& opt, const SweepResult& r) {
           {"loadavg_at_end", {load[0], load[1], load[2]}},
           {"window", opt.window},
           {"busy_poll", opt.busy_poll},
+          {"post_on_submit", opt.post_on_submit},
           {"imm_wait", opt.imm_wait},
           {"pin_processes", opt.pin_processes},
           {"threads", opt.threads},

@@ -37,6 +37,7 @@ fabric::EngineConfig engine_config(const SideConfig& cfg) {
   c.provider = cfg.provider;
   c.bind_address = cfg.bind_address;
   c.busy_poll = cfg.busy_poll;
+  c.post_on_submit = cfg.post_on_submit;
   if (cfg.verbs) c.backend = fabric::Backend::verbs;
   c.record_post_timings = cfg.record_post_timings;
   if (!cfg.nics.empty()) {

@@ -337,6 +337,7 @@ static SideConfig side_config(const Options& opt) {
   cfg.provider = opt.provider;
   cfg.bind_address = opt.bind;
   cfg.busy_poll = opt.busy_poll;
+  cfg.post_on_submit = opt.post_on_submit;
   cfg.verbs = opt.backend == "verbs";
   cfg.nics = opt.nics;
   cfg.groups = opt.groups;

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <deque>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
 namespace fabric::domain {
@@ -267,6 +268,9 @@ Status FakeDomain::post_write(const WriteDesc& write) {
     return Status::success();
   }
   stats_->writes.fetch_add(1);
+  (std::this_thread::get_id() == opener_ ? stats_->writes_from_opener
+                                         : stats_->writes_from_others)
+      .fetch_add(1);
   if (dropped(write.peer)) {
     ++tx_outstanding_;  // the provider holds it for good
     stats_->dropped.fetch_add(1);

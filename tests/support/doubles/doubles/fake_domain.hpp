@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <thread>
 #include <vector>
 
 #include "backends/open_domains.hpp"
@@ -50,6 +51,10 @@ struct FakeStats {
   std::atomic<std::uint64_t> injected{0};      // WRITEs failed by fail_write_nth
   std::atomic<std::uint64_t> dropped{0};       // operations swallowed by drop_to
   std::atomic<std::uint64_t> remote_errors{0}; // WRITEs the target refused (key, bounds)
+  // WRITEs posted from each kind of thread: the one that opened the Domain (the engine's
+  // worker), or any other (a caller posting for the worker: EngineConfig::post_on_submit).
+  std::atomic<std::uint64_t> writes_from_opener{0};
+  std::atomic<std::uint64_t> writes_from_others{0};
 };
 
 struct FakeEndpoint;  // the part of a FakeDomain that other Domains' threads touch
@@ -125,6 +130,7 @@ class FakeDomain final : public Domain {
   std::shared_ptr<FakeStats> stats_;
   std::shared_ptr<FakeEndpoint> endpoint_;
   std::vector<std::vector<std::byte>> peers_;  // PeerHandle i -> address
+  std::thread::id opener_ = std::this_thread::get_id();
   std::uint32_t tx_outstanding_ = 0;           // posted, completion not yet polled
   std::uint64_t write_calls_ = 0;
   std::uint64_t tx_calls_ = 0;  // for again_every
