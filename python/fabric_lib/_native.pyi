@@ -273,6 +273,7 @@ class Engine:
         verbs_device: str = "",
         groups: int | None = None,
         host_group: int = 0,
+        post_on_submit: bool = False,
     ) -> None:
         """Opens the provider's Domains and starts the worker and callback threads. provider: "shm", "tcp", "sockets", "udp", "efa", "auto" or any libfabric provider string. backend: "libfabric" or "verbs" (RC NICs; verbs_device picks one, empty: every active port). Raises NotFoundError or UnsupportedError if the provider cannot be used."""
 

@@ -34,7 +34,7 @@ void bind_engine(py::module_& m) {
            py::arg("idle_yield_us") = d.idle_yield.count(),
            py::arg("idle_sleep_us") = d.idle_sleep.count(), py::arg("backend") = "libfabric",
            py::arg("verbs_device") = d.verbs.device, py::arg("groups") = py::none(),
-           py::arg("host_group") = d.host_group,
+           py::arg("host_group") = d.host_group, py::arg("post_on_submit") = d.post_on_submit,
            "Opens the provider's Domains and starts the worker and callback threads. provider: "
            "\"shm\", \"tcp\", \"sockets\", \"udp\", \"efa\", \"auto\" or any libfabric provider "
            "string. backend: \"libfabric\" or \"verbs\" (RC NICs; verbs_device picks one, empty: "

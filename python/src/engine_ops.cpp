@@ -64,7 +64,8 @@ std::unique_ptr<PyEngine> make_engine(
     std::int64_t request_timeout_ms, std::int64_t control_timeout_ms, std::int64_t drain_timeout_ms,
     bool busy_poll, std::optional<bool> delivery_complete, std::int64_t idle_spin_us,
     std::int64_t idle_yield_us, std::int64_t idle_sleep_us, const std::string& backend,
-    const std::string& verbs_device, std::optional<std::int64_t> groups, std::int64_t host_group) {
+    const std::string& verbs_device, std::optional<std::int64_t> groups, std::int64_t host_group,
+    bool post_on_submit) {
   EngineConfig c;
   if (groups) c.groups.assign(to_u32(*groups, "groups"), GroupConfig{});
   c.host_group = to_u32(host_group, "host_group");
@@ -84,6 +85,7 @@ std::unique_ptr<PyEngine> make_engine(
   c.control_timeout = Ms(to_offset(control_timeout_ms, "control_timeout_ms"));
   c.drain_timeout = Ms(to_offset(drain_timeout_ms, "drain_timeout_ms"));
   c.busy_poll = busy_poll;
+  c.post_on_submit = post_on_submit;
   c.delivery_complete = delivery_complete;
   c.idle_spin = Us(to_offset(idle_spin_us, "idle_spin_us"));
   c.idle_yield = Us(to_offset(idle_yield_us, "idle_yield_us"));

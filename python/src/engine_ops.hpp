@@ -24,7 +24,8 @@ std::unique_ptr<PyEngine> make_engine(
     std::int64_t request_timeout_ms, std::int64_t control_timeout_ms, std::int64_t drain_timeout_ms,
     bool busy_poll, std::optional<bool> delivery_complete, std::int64_t idle_spin_us,
     std::int64_t idle_yield_us, std::int64_t idle_sleep_us, const std::string& backend,
-    const std::string& verbs_device, std::optional<std::int64_t> groups, std::int64_t host_group);
+    const std::string& verbs_device, std::optional<std::int64_t> groups, std::int64_t host_group,
+    bool post_on_submit);
 
 pybind11::tuple reg_mr(PyEngine& self, MemoryArg obj, std::optional<std::int64_t> length,
                        DeviceArg device, pybind11::object owner, bool remote_read,

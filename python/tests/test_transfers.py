@@ -135,6 +135,23 @@ def test_writes_to_a_dead_peer_fail_without_hurting_others() -> None:
             _close_all([alive])
 
 
+def test_post_on_submit_writes_land_and_are_counted(provider: str) -> None:
+    n = 1 << 16
+    with fl.Engine(provider, post_on_submit=True) as engine:
+        src = pattern(n, SEED)
+        dst = np.zeros(n, np.uint8)
+        src_handle, _ = engine.reg_mr(src)
+        _, dst_desc = engine.reg_mr(dst)
+        counter = engine.imm_counter(IMM)
+        for i in range(8):  # each its own 8 KiB, posted by this thread when the worker is idle
+            part = n // 8
+            engine.single_write(
+                src_handle, dst_desc, part, imm=IMM, src_offset=i * part, dst_offset=i * part
+            ).wait(STEP_S)
+        counter.wait(8, STEP_S)
+        assert (dst == src).all()
+
+
 def test_host_memory_goes_to_host_group_and_writes_cross_groups(provider: str) -> None:
     n = 1 << 16
     with fl.Engine(provider, groups=2, host_group=1) as engine:
