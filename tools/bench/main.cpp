@@ -84,6 +84,9 @@ int main(int argc, char** argv) {
                  "them; single writes from each group's registration of the buffer into the "
                  "peer's same group, in turn (default 1)")
       ->check(CLI::Range(1, 16));
+  app.add_option("--verbs-ack-timeout", opt.verbs_ack_timeout,
+                 "RC ACK timeout exponent of both sides, 4.096 us * 2^N (VerbsConfig::ack_timeout)")
+      ->check(CLI::Range(1u, 31u));
   app.add_option("--request-timeout-ms", opt.request_timeout_ms,
                  "fail a request after this long without a completion of its own (default: the "
                  "engine's, 60 s with --nics); for slow emulated NICs");

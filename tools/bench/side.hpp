@@ -37,6 +37,7 @@ struct SideConfig {
   std::vector<std::string> nics;
   // EngineConfig::request_timeout in ms; 0: the engine's default (60 s with nics).
   std::uint32_t request_timeout_ms = 0;
+  std::uint32_t verbs_ack_timeout = 0;  // VerbsConfig::ack_timeout; 0: the default
   // > 1: EngineConfig::groups of that many groups, `nics` split evenly among them, and the
   // buffer registered on every group; single writes take the groups in turn.
   std::uint32_t groups = 1;

@@ -339,6 +339,7 @@ static SideConfig side_config(const Options& opt) {
   cfg.busy_poll = opt.busy_poll;
   cfg.post_on_submit = opt.post_on_submit;
   cfg.verbs = opt.backend == "verbs";
+  cfg.verbs_ack_timeout = opt.verbs_ack_timeout;
   cfg.nics = opt.nics;
   cfg.groups = opt.groups;
   cfg.request_timeout_ms = opt.request_timeout_ms;
