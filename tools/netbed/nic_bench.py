@@ -97,7 +97,7 @@ def tcp_streams(bed, k, nbytes):
 
 def run_bench(bed, args, k, op, port, extra=()):
     nics = ",".join(bed.interface(i) for i in range(k))
-    common = ["--provider", args.provider, "--nics", nics, *extra]
+    common = ["--provider", args.provider, "--nics", nics, *extra, *args.bench_arg]
     listen = f"{bed.address(1, 0)}:{port}"
     server = bed.popen(1, [args.bench, "--listen", listen, *common], stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True)
@@ -142,6 +142,9 @@ def main():
     p.add_argument("--stream-mib", type=int, default=64, help="per NIC, TCP counterpart")
     p.add_argument("--groups", action="store_true",
                    help="also run single writes from K groups of one NIC each (K > 1)")
+    p.add_argument("--bench-arg", action="append", default=[],
+                   help="one more fabric-bench argument for both sides, e.g. "
+                   "--bench-arg=--sizes=4K,64K (repeatable)")
     p.add_argument("--json", required=True)
     p.add_argument("--plot")
     p.add_argument("--table", action="store_true",
