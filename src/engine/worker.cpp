@@ -375,8 +375,7 @@ Status Worker::resolve_peers(Op* op) {
     op->own_peers.resize(dsts->size() * k);
     for (std::size_t p = 0; p < dsts->size(); ++p) {
       const MrDesc& dst = (*dsts)[p];
-      if (auto st = domains_.resolve_owner(dst, op->own_peers.data() + p * k);
-          !st.ok()) {
+      if (auto st = domains_.resolve_owner(dst, op->own_peers.data() + p * k); !st.ok()) {
         return st;
       }
     }

@@ -61,7 +61,9 @@ fabric::EngineConfig engine_config(const SideConfig& cfg) {
     c.nics.clear();
   }
   if (cfg.request_timeout_ms != 0) c.request_timeout = std::chrono::milliseconds(cfg.request_timeout_ms);
-  if (cfg.verbs_ack_timeout != 0) c.verbs.ack_timeout = static_cast<std::uint8_t>(cfg.verbs_ack_timeout);
+  if (cfg.verbs_ack_timeout != 0) {
+    c.verbs.ack_timeout = static_cast<std::uint8_t>(cfg.verbs_ack_timeout);
+  }
   return c;
 }
 
