@@ -12,6 +12,7 @@
 
 #include "fabric/status.hpp"
 #include "fabric/timeout.hpp"
+#include "fabric/wake_word.hpp"
 
 namespace fabric {
 
@@ -37,6 +38,7 @@ class CompletionFlag {
  private:
   std::atomic<int> state_{0};
   Status status_;
+  detail::WakeWord wake_;  // a waiter past its polling sleeps here
 };
 
 // Many submissions' completions, for pipelines that count.
@@ -65,6 +67,7 @@ class CompletionCounter {
   std::atomic<std::uint64_t> failed_{0};
   mutable std::mutex error_mutex_;
   Status first_error_;
+  detail::WakeWord wake_;  // a waiter past its polling sleeps here
 };
 
 // What a submit_* call reports to. Implicitly built from any of the three.

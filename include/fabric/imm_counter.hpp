@@ -7,6 +7,7 @@
 
 #include "fabric/status.hpp"
 #include "fabric/timeout.hpp"
+#include "fabric/wake_word.hpp"
 
 namespace fabric {
 
@@ -35,11 +36,15 @@ class ImmCounter {
     return wait_and_consume(n, saturating_nanoseconds(timeout));
   }
 
-  void add(std::uint64_t n) noexcept { count_.fetch_add(n, std::memory_order_acq_rel); }
+  void add(std::uint64_t n) noexcept {
+    count_.fetch_add(n, std::memory_order_acq_rel);
+    wake_.notify();
+  }
 
  private:
   std::uint32_t imm_;
   std::atomic<std::uint64_t> count_{0};
+  detail::WakeWord wake_;  // a waiter past its polling sleeps here
 };
 
 }  // namespace fabric

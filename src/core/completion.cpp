@@ -2,13 +2,15 @@
 
 #include <thread>
 
-#include "common/backoff.hpp"
+#include "core/blocking_wait.hpp"
 
 namespace fabric {
 
 void CompletionFlag::complete(Status status) {
   status_ = std::move(status);
   state_.store(1, std::memory_order_release);
+  // The flag must outlive this call, as the engine's shared owner makes sure (OnDone).
+  wake_.notify();
 }
 
 Status CompletionFlag::status() const {
@@ -17,7 +19,7 @@ Status CompletionFlag::status() const {
 }
 
 Status CompletionFlag::wait(std::chrono::nanoseconds timeout) const {
-  const bool reached = wait_until(timeout, [this] { return done(); });
+  const bool reached = detail::wait_blocking(wake_, timeout, [this] { return done(); });
   if (!reached) return {Errc::timeout, "completion flag not set within the timeout"};
   return status_;
 }
@@ -25,6 +27,7 @@ Status CompletionFlag::wait(std::chrono::nanoseconds timeout) const {
 void CompletionCounter::complete(const Status& status) {
   if (status.ok()) {
     ok_.fetch_add(1, std::memory_order_acq_rel);
+    wake_.notify();
     return;
   }
   {
@@ -32,6 +35,7 @@ void CompletionCounter::complete(const Status& status) {
     if (first_error_.ok()) first_error_ = status;
   }
   failed_.fetch_add(1, std::memory_order_acq_rel);
+  wake_.notify();
 }
 
 Status CompletionCounter::first_error() const {
@@ -40,7 +44,7 @@ Status CompletionCounter::first_error() const {
 }
 
 Status CompletionCounter::wait(std::uint64_t n, std::chrono::nanoseconds timeout) const {
-  const bool reached = wait_until(timeout, [&] { return completed() >= n; });
+  const bool reached = detail::wait_blocking(wake_, timeout, [&] { return completed() >= n; });
   if (failed() > 0) return first_error();
   if (!reached) {
     return {Errc::timeout, "completion counter did not reach the target within the timeout"};

@@ -1,6 +1,6 @@
 #include "fabric/imm_counter.hpp"
 
-#include "common/backoff.hpp"
+#include "core/blocking_wait.hpp"
 
 namespace fabric {
 
@@ -13,12 +13,16 @@ bool ImmCounter::try_consume(std::uint64_t n) noexcept {
 }
 
 Status ImmCounter::wait(std::uint64_t n, std::chrono::nanoseconds timeout) const {
-  if (wait_until(timeout, [&] { return value() >= n; })) return Status::success();
+  if (detail::wait_blocking(wake_, timeout, [&] { return value() >= n; })) {
+    return Status::success();
+  }
   return {Errc::timeout, "imm counter did not reach the target within the timeout"};
 }
 
 Status ImmCounter::wait_and_consume(std::uint64_t n, std::chrono::nanoseconds timeout) {
-  if (wait_until(timeout, [&] { return try_consume(n); })) return Status::success();
+  if (detail::wait_blocking(wake_, timeout, [&] { return try_consume(n); })) {
+    return Status::success();
+  }
   return {Errc::timeout, "imm counter did not reach the target within the timeout"};
 }
 

@@ -1,10 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <thread>
+#include <vector>
 
 #include "fabric/completion.hpp"
 #include "fabric/imm_counter.hpp"
@@ -114,6 +116,64 @@ TEST(Waits, HugeDurationsOfEveryTypeWaitForTheCompletion) {
   expect_counters_wait_for_completion(nanoseconds::max());
   expect_counters_wait_for_completion(hours::max());
   expect_counters_wait_for_completion(duration<long double, std::ratio<31556952>>(1e12L));
+}
+
+// A wait that outlasts its polling (200 us) sleeps on the object's futex word; the completion
+// must wake it. A lost wake-up would still end the wait, when the one-second sleep runs out, so
+// "well under a second" is what tells the two apart: the completion comes after 20 ms.
+constexpr auto kAsleep = 20ms;
+constexpr auto kLostWakeUp = 900ms;
+
+TEST(Waits, AWaiterAsleepIsWokenByTheCompletionOfEachKind) {
+  CompletionFlag flag;
+  CompletionCounter counter;
+  ImmCounter imms(9);
+  const auto start = std::chrono::steady_clock::now();
+  std::thread t([&] {
+    std::this_thread::sleep_for(kAsleep);
+    flag.complete(Status::success());
+    std::this_thread::sleep_for(kAsleep);
+    counter.complete(Status(Errc::provider, "second"));
+    std::this_thread::sleep_for(kAsleep);
+    imms.add(1);
+    std::this_thread::sleep_for(kAsleep);
+    imms.add(1);
+  });
+  const Status st = flag.wait(60s);
+  const auto flagged = std::chrono::steady_clock::now();
+  const Status counted = counter.wait(1, 60s);
+  const auto counter_done = std::chrono::steady_clock::now();
+  const Status seen = imms.wait(1, 60s);
+  const auto imm_seen = std::chrono::steady_clock::now();
+  const Status consumed = imms.wait_and_consume(2, 60s);
+  const auto imm_consumed = std::chrono::steady_clock::now();
+  t.join();
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(counted.code(), Errc::provider);
+  EXPECT_TRUE(seen.ok()) << seen.to_string();
+  EXPECT_TRUE(consumed.ok()) << consumed.to_string();
+  EXPECT_EQ(imms.value(), 0u);
+  EXPECT_LT(flagged - start, kAsleep + kLostWakeUp);
+  EXPECT_LT(counter_done - flagged, kAsleep + kLostWakeUp);
+  EXPECT_LT(imm_seen - counter_done, kAsleep + kLostWakeUp);
+  EXPECT_LT(imm_consumed - imm_seen, kAsleep + kLostWakeUp);
+}
+
+TEST(Waits, ManyWaitersAsleepOnOneFlagAreAllWoken) {
+  CompletionFlag flag;
+  std::atomic<int> woken{0};
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < 4; ++i) {
+    waiters.emplace_back([&] {
+      if (flag.wait(60s).ok()) woken.fetch_add(1);
+    });
+  }
+  std::this_thread::sleep_for(kAsleep);  // not synchronisation: the waits stay correct without it
+  const auto completed = std::chrono::steady_clock::now();
+  flag.complete(Status::success());
+  for (auto& w : waiters) w.join();
+  EXPECT_EQ(woken.load(), 4);
+  EXPECT_LT(std::chrono::steady_clock::now() - completed, kLostWakeUp);
 }
 
 TEST(Waits, NegativeAndZeroDurationsCheckOnceAndTimeOut) {

@@ -1,5 +1,6 @@
 #include "window.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <mutex>
@@ -51,11 +52,21 @@ std::vector<std::uint64_t> run_window(std::uint64_t count, std::uint64_t window,
       inflight.pop_back();
       progress = true;
     }
-    // The engine's worker does the work: give it the core when we have
-    // nothing to do (this box may have fewer cores than busy threads).
+    // The engine's workers do the work: give them the CPUs when we have nothing to do (this
+    // box may have fewer cores than busy threads). Wait as an application would, with the
+    // engine's own wait on the oldest write in flight (writes on one connection complete in
+    // order): it polls briefly, then sleeps until the completion wakes it. A yield loop here
+    // took a third of the CPU time of an engine round at 64 MiB over tcp (perf, per thread).
     if (!progress) {
       if (now_ns() > deadline) throw std::runtime_error(what + " round did not finish in time");
-      std::this_thread::yield();
+      if (inflight.empty()) {
+        std::this_thread::yield();
+      } else {
+        const auto oldest = std::min_element(
+            inflight.begin(), inflight.end(),
+            [](const Pending& a, const Pending& b) { return a.t0 < b.t0; });
+        (void)oldest->flag->wait(100ms);  // bounded: the loop re-checks the round's deadline
+      }
     }
   }
   return lat;
