@@ -1,17 +1,19 @@
 #pragma once
 // Bounded polling for waits on state another thread sets: spin briefly, then
-// yield, then sleep in short steps so a 2-core machine is not starved.
+// yield, then sleep so a 2-core machine is not starved.
 
 #include <chrono>
 #include <thread>
 
 namespace fabric {
 
-template <typename Pred>
-bool wait_until(std::chrono::nanoseconds timeout, Pred&& done) {
+// `sleep(deadline)` is the third phase: it sleeps a little, or until the setting thread wakes
+// it, and says whether done() held (core/blocking_wait.hpp sleeps on a futex word there).
+template <typename Pred, typename Sleep>
+bool wait_until(std::chrono::nanoseconds timeout, Pred&& done, Sleep&& sleep) {
   using clock = std::chrono::steady_clock;
   // Short waits (an immediate round trip) finish in the spin or yield phase;
-  // only waits longer than kYieldFor pay the sleep granularity.
+  // only waits longer than kYieldFor reach the sleep.
   constexpr auto kYieldFor = std::chrono::microseconds(200);
   const auto start = clock::now();
   // Saturating: start + nanoseconds::max() would overflow (undefined, and in
@@ -28,10 +30,19 @@ bool wait_until(std::chrono::nanoseconds timeout, Pred&& done) {
     if (now >= deadline) return done();
     if (now - start < kYieldFor) {
       std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    } else if (sleep(deadline)) {
+      return true;
     }
   }
+}
+
+// For state with nothing to wake the waiter: sleeps in 20 us steps.
+template <typename Pred>
+bool wait_until(std::chrono::nanoseconds timeout, Pred&& done) {
+  return wait_until(timeout, done, [](std::chrono::steady_clock::time_point) {
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    return false;
+  });
 }
 
 }  // namespace fabric
