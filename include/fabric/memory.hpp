@@ -82,7 +82,8 @@ class MrDesc {
   [[nodiscard]] bool empty() const noexcept { return data_ == nullptr; }
   [[nodiscard]] const NetAddr& owner() const;
   // The same owner, kept alive by the pointer (shares this descriptor's immutable state): a
-  // cache may hold it and know the object at that address still holds those bytes.
+  // cache may hold it and know the object at that address still holds those bytes. Null when
+  // empty.
   [[nodiscard]] std::shared_ptr<const NetAddr> shared_owner() const;
   // The owner's virtual address of the region (informational).
   [[nodiscard]] std::uint64_t base() const noexcept;

@@ -55,7 +55,7 @@ const NetAddr& MrDesc::owner() const {
   return data_ ? data_->owner : kEmpty;
 }
 std::shared_ptr<const NetAddr> MrDesc::shared_owner() const {
-  if (!data_) return std::make_shared<const NetAddr>();
+  if (!data_) return nullptr;
   return {data_, &data_->owner};  // aliasing: shares data_'s ownership
 }
 std::uint64_t MrDesc::base() const noexcept { return data_ ? data_->base : 0; }

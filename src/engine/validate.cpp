@@ -43,6 +43,9 @@ bool peer_ok(const NetAddr& peer, const LocalIdentity& self) noexcept {
   return !peer.empty() && peer.backend() == self.backend &&
          peer.num_domains() == self.num_domains && peer.provider() == self.provider;
 }
+bool remote_ok(const MrDesc& mr, const LocalIdentity& self) noexcept {
+  return !mr.empty() && peer_ok(mr.owner(), self);
+}
 bool source_ok(const MrHandle& mr, const LocalIdentity& self) noexcept {
   return mr.registration() && mr.registration()->engine == self.engine && mr.valid();
 }
@@ -117,8 +120,7 @@ Status check_scatter_routing(const ScatterRouting& routing, std::size_t num_doma
 }
 
 Status check_single_write(const SingleWrite& w, const LocalIdentity& self) {
-  if (routing_ok(w.routing) && source_ok(w.src.mr, self) && !w.dst.mr.empty() &&
-      peer_ok(w.dst.mr.owner(), self) &&
+  if (routing_ok(w.routing) && source_ok(w.src.mr, self) && remote_ok(w.dst.mr, self) &&
       checked::range_fits(w.src.offset, w.length, w.src.mr.size()) &&
       checked::range_fits(w.dst.offset, w.length, w.dst.mr.size())) [[likely]] {
     return Status::success();
@@ -134,7 +136,7 @@ Status check_scatter_slices(const MrHandle& src, const std::vector<ScatterSlice>
                             const LocalIdentity& self) {
   for (std::size_t i = 0; i < slices.size(); ++i) {
     const ScatterSlice& s = slices[i];
-    if (!s.dst.empty() && peer_ok(s.dst.owner(), self) &&
+    if (remote_ok(s.dst, self) &&
         checked::range_fits(s.src_offset, s.length, src.size()) &&
         checked::range_fits(s.dst_offset, s.length, s.dst.size())) [[likely]] {
       continue;
@@ -148,7 +150,7 @@ Status check_scatter_slices(const MrHandle& src, const std::vector<ScatterSlice>
 }
 
 Status check_paged_write(const PagedWrite& w, const LocalIdentity& self) {
-  if (!source_ok(w.src, self) || w.dst.empty() || !peer_ok(w.dst.owner(), self)) {
+  if (!source_ok(w.src, self) || !remote_ok(w.dst, self)) {
     if (auto st = check_source(w.src, self); !st.ok()) return st;
     if (auto st = check_remote(w.dst, self); !st.ok()) return st;
   }

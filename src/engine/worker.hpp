@@ -110,6 +110,11 @@ class Worker {
   // EngineConfig::post_on_submit: the caller's pass after its submission; false if it could
   // not have one (worker_assist.cpp).
   bool post_submitted();
+  // For a caller's pass (assist, post_submitted): whether the worker thread needs the next
+  // pass itself, and the loop lock if no pass is running and stop() has not begun (else
+  // unlocked).
+  [[nodiscard]] bool worker_needs_pass() const;
+  [[nodiscard]] std::unique_lock<std::mutex> try_caller_pass();
   bool progress_pending();
   bool poll_domains();
   void start_op(Op* op, std::uint32_t first_posts);

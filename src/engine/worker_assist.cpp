@@ -14,15 +14,24 @@
 
 namespace fabric::engine {
 
+bool Worker::worker_needs_pass() const {
+  // Tasks and request expiry run only on the worker thread.
+  return worker_wants_loop_.load(std::memory_order_relaxed) || tasks_.size_approx() != 0;
+}
+
+std::unique_lock<std::mutex> Worker::try_caller_pass() {
+  std::unique_lock loop(loop_mutex_, std::try_to_lock);
+  if (loop && stop_requested_.load(std::memory_order_seq_cst)) loop.unlock();
+  return loop;
+}
+
 bool Worker::assist() {
-  // Tasks and request expiry run only on the worker thread: give it the next pass (and this
-  // CPU, which it may share).
-  if (worker_wants_loop_.load(std::memory_order_relaxed) || tasks_.size_approx() != 0) {
-    std::this_thread::yield();
+  if (worker_needs_pass()) {
+    std::this_thread::yield();  // give it the next pass, and this CPU, which it may share
     return false;
   }
-  std::unique_lock loop(loop_mutex_, std::try_to_lock);
-  if (!loop || stop_requested_.load(std::memory_order_seq_cst)) return false;
+  const auto loop = try_caller_pass();
+  if (!loop) return false;
   bool busy = drain_submissions();
   busy |= progress_pending();
   busy |= poll_domains();
@@ -32,12 +41,9 @@ bool Worker::assist() {
 bool Worker::post_submitted() {
   // As assist(), but only the first WRITE of what is queued: the caller pays one provider call,
   // not a whole paged write, and polls nothing (completions stay on the worker's threads).
-  if (worker_wants_loop_.load(std::memory_order_relaxed) || tasks_.size_approx() != 0) {
-    return false;
-  }
-  std::unique_lock loop(loop_mutex_, std::try_to_lock);
-  if (!loop || stop_requested_.load(std::memory_order_seq_cst)) return false;
-  if (!drain_submissions(1)) return false;
+  if (worker_needs_pass()) return false;
+  const auto loop = try_caller_pass();
+  if (!loop || !drain_submissions(1)) return false;
   // Before the caller's wake(): a worker about to sleep sees this or is woken.
   posted_by_caller_.store(true, std::memory_order_seq_cst);
   return true;

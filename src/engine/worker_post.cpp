@@ -22,16 +22,23 @@ struct Target {
   std::uint32_t peer = 0;
 };
 
+// Per Domain: the source region's descriptor.
+std::array<void*, NetAddr::kMaxDomains> source_descs(const Op& op, std::size_t domains) {
+  std::array<void*, NetAddr::kMaxDomains> descs{};
+  for (std::size_t d = 0; d < domains; ++d) descs[d] = op.src->regions[d]->local_desc();
+  return descs;
+}
+
 // Per Domain: the source region's descriptor and the destination's address base and key.
 struct Endpoints {
   std::array<void*, NetAddr::kMaxDomains> local_desc{};
   std::array<std::uint64_t, NetAddr::kMaxDomains> remote_base{};
   std::array<std::uint64_t, NetAddr::kMaxDomains> rkey{};
 
-  Endpoints(const Op& op, std::size_t domains, std::uint64_t dst_offset) {
+  Endpoints(const Op& op, std::size_t domains, std::uint64_t dst_offset)
+      : local_desc(source_descs(op, domains)) {
     const auto keys = op.dst.keys();
     for (std::size_t d = 0; d < domains; ++d) {
-      local_desc[d] = op.src->regions[d]->local_desc();
       remote_base[d] = keys[d].addr_base + dst_offset;
       rkey[d] = keys[d].rkey;
     }
@@ -104,8 +111,7 @@ bool Worker::post_some(Op* op, std::uint32_t max_wrs) {
     case OpKind::scatter: {
       const ScatterPlan& plan = op->scatter;
       const auto* base = static_cast<const std::byte*>(op->src->ptr);
-      std::array<void*, NetAddr::kMaxDomains> local_desc{};
-      for (std::size_t d = 0; d < k; ++d) local_desc[d] = op->src->regions[d]->local_desc();
+      const auto local_desc = source_descs(*op, k);
       return post_writes(op, max_wrs, [&](std::uint32_t i, domain::WriteDesc& w) {
         const ScatterPiece& piece = plan.pieces[i];
         const RemoteKey& key = plan.dsts[piece.peer].keys()[piece.domain];
