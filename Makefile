@@ -25,8 +25,9 @@ demo:
 	@cmake --build --preset demo -j $(JOBS)
 	@build/demo/tools/fabric-demo --provider shm --json demo-results.json
 
+# On failure, each failed test's last lines come again at the very end (a log read from its end).
 test: build
-	@ctest --preset $(PRESET) -j $(JOBS)
+	@ctest --preset $(PRESET) -j $(JOBS) || { scripts/failed-test-output.sh $(BUILD_DIR); exit 1; }
 
 test-asan:
 	@$(MAKE) --no-print-directory test PRESET=asan

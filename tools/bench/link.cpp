@@ -56,9 +56,10 @@ Child fork_child(const std::function<int(Link&)>& body) {
   return Child{std::move(process), std::move(link)};
 }
 
-bool reap(Child& child, std::chrono::milliseconds timeout) {
-  if (!child.process) return true;
-  return child.process->wait_exit(timeout).ok();
+std::string reap(Child& child, std::chrono::milliseconds timeout) {
+  if (!child.process) return {};
+  const fabric::proc::ChildExit exit = child.process->wait_exit(timeout);
+  return exit.ok() ? std::string{} : exit.to_string();
 }
 
 }  // namespace bench

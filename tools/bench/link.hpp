@@ -36,7 +36,8 @@ struct Child {
 // Forks a process running `body(link)` (its return is the exit code). Must be
 // called before this process starts any thread: only the caller survives fork.
 Child fork_child(const std::function<int(Link&)>& body);
-// Waits up to `timeout` for a clean exit, else kills; returns true on exit code 0.
-bool reap(Child& child, std::chrono::milliseconds timeout);
+// Waits up to `timeout` for a clean exit, else kills; empty on exit code 0 (or for a server
+// elsewhere), else how the process ended.
+std::string reap(Child& child, std::chrono::milliseconds timeout);
 
 }  // namespace bench

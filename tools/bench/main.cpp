@@ -11,6 +11,7 @@
 #include "options.hpp"
 #include "peer_runs.hpp"
 #include "report.hpp"
+#include "sizes.hpp"
 #include "sweep.hpp"
 
 int main(int argc, char** argv) {
@@ -130,6 +131,17 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "fabric-bench: --peer needs the client role (--local or --connect) on the "
                        "libfabric backend\n");
     return 2;
+  }
+
+  // Before any process or engine starts: a sweep refused later would leave its targets'
+  // shm regions behind in /dev/shm.
+  if (!opt.sizes.empty()) {
+    try {
+      (void)bench::parse_sizes(opt.sizes, bench::kMaxSingleWrite);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "fabric-bench: {}\n", e.what());
+      return 2;
+    }
   }
 
   if (!opt.listen.empty()) return bench::serve(opt);

@@ -7,6 +7,9 @@
 
 namespace bench {
 
+// The largest single_write the sweep runs: its buffer's size.
+inline constexpr std::uint64_t kMaxSingleWrite = 64u << 20;
+
 // "4K,64K,1M" (a list), "4K-64M" (every power of two from 4 KiB to 64 MiB),
 // or "all" (every power of two from 8 B to `max_bytes`). Suffixes K, M, G
 // are binary. Sizes must be multiples of 8 (the data checks hash words) and

@@ -4,6 +4,16 @@
 set -eu
 bench="$1"
 json="$2"
+# Which part failed, as the last line of the output (the commands below stop the script at
+# their first failure, and a log is often read from its end).
+step="the --quick sweep"
+server=
+on_exit() {
+  rc=$?
+  [ -z "$server" ] || kill "$server" 2>/dev/null || true  # a server whose client failed
+  [ "$rc" -eq 0 ] || echo "fabric_bench_smoke: failed in $step (exit $rc)" >&2
+}
+trap on_exit EXIT
 rm -f "$json"
 "$bench" --local --provider shm --quick --json "$json"
 /usr/bin/python3 - "$json" <<'PY'
@@ -27,6 +37,7 @@ for r in rows:
 print("fabric_bench_smoke: %d rows ok" % len(rows))
 PY
 
+step="the server and client roles"
 # The two roles as separate processes: a server on a free loopback port, a
 # client that drives it. The server serves one client and exits 0.
 out=$(mktemp)
@@ -35,7 +46,8 @@ server=$!
 port=$(sh "$(dirname "$0")/../common/listening-port.sh" "$out" "$server") ||
   { kill "$server" 2>/dev/null || true; exit 1; }
 "$bench" --connect "127.0.0.1:$port" --provider shm --quick --ops single_write,imm --json "$json.client"
-wait "$server"
+wait "$server" || { cat "$out"; echo "fabric_bench_smoke: the server role failed" >&2; exit 1; }
+server=
 /usr/bin/python3 - "$json.client" <<'PY'
 import json, sys
 rows = json.load(open(sys.argv[1]))["results"]
@@ -45,6 +57,7 @@ print("fabric_bench_smoke: server/client %d rows ok" % len(rows))
 PY
 rm -f "$out" "$json.client"
 
+step="--peer without a peer"
 # --peer with an interpreter that cannot run: the engine's figures are still
 # written, the peer's reason is in the JSON, and the exit status is 3.
 status=0
@@ -62,6 +75,7 @@ print("fabric_bench_smoke: a missing peer is reported, not fatal")
 PY
 rm -f "$json.peer"
 
+step="the error reports"
 # Errors: one line per failure, not one per process (five with scatter), and
 # a refused --connect fails within seconds, naming the address.
 err=$(mktemp)
@@ -80,6 +94,7 @@ took=$(( $(date +%s) - start ))
 rm -f "$err"
 echo "fabric_bench_smoke: errors are single lines; a refused --connect fails in $took s"
 
+step="--sizes and --iters"
 # --sizes and --iters pick the sweep; percentiles the samples cannot support
 # are null, not invented (32 requests: p50 only).
 "$bench" --local --provider shm --quick --ops single_write --sizes 8,4K --iters 32 --reps 1 \
@@ -99,6 +114,7 @@ status=0
   { cat "$json.err"; echo "fabric_bench_smoke: --sizes 12 accepted" >&2; exit 1; }
 rm -f "$json.sizes" "$json.err"
 
+step="--duration, --bidir and --threads"
 # --duration, --bidir, --threads (figures are not judged, only what is printed):
 # perftest-like columns with BW peak and average, round-trip latency labels,
 # bidirectional rows with both directions and their sum, the threads recorded.

@@ -24,7 +24,7 @@ namespace {
 using namespace std::chrono_literals;
 
 std::vector<std::uint64_t> single_sizes(const Options& opt) {
-  if (!opt.sizes.empty()) return parse_sizes(opt.sizes, 64u << 20);
+  if (!opt.sizes.empty()) return parse_sizes(opt.sizes, kMaxSingleWrite);
   if (opt.quick) return {4u << 10, 64u << 10, 1u << 20};
   std::vector<std::uint64_t> v;
   for (std::uint64_t s = 4u << 10; s <= (64u << 20); s *= 4) v.push_back(s);
@@ -375,11 +375,6 @@ SweepResult run_sweep(const Options& opt) {
   }
   if (opt.pin_processes) cfg.pin_cpu = 0;
   cfg.record_post_timings = opt.breakdown;  // the initiator only: targets post nothing timed
-  auto reap_all = [&](std::chrono::milliseconds limit) {
-    bool ok = true;
-    for (Child& c : children) ok = reap(c, limit) && ok;
-    return ok;
-  };
   SweepResult result;
   try {
     Side side(cfg);
@@ -427,10 +422,31 @@ SweepResult run_sweep(const Options& opt) {
     }
     session.bye();
   } catch (...) {
-    reap_all(0ms);
+    // Ask each target to leave first: a killed one leaves its shm regions behind in /dev/shm.
+    // One still inside a round never reads it; the bound then kills it.
+    for (Child& c : children) {
+      try {
+        c.link.send("bye");
+      } catch (const std::exception&) {  // that target is gone already
+      }
+    }
+    const auto deadline = std::chrono::steady_clock::now() + 2s;
+    for (Child& c : children) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      (void)reap(c, std::max(left, 0ms));
+    }
     throw;
   }
-  if (!reap_all(30s)) throw std::runtime_error("a target process failed");
+  // A target that fails after its last command (its engine's shutdown, say) has nobody to
+  // tell but its exit status.
+  std::string failed;
+  for (std::size_t i = 0; i < children.size(); ++i) {
+    if (const std::string how = reap(children[i], 30s); !how.empty() && failed.empty()) {
+      failed = fmt::format("target process {} {}", i, how);
+    }
+  }
+  if (!failed.empty()) throw std::runtime_error(failed);
   return result;
 }
 
