@@ -14,8 +14,13 @@ on_exit() {
   [ "$rc" -eq 0 ] || echo "fabric_bench_smoke: failed in $step (exit $rc)" >&2
 }
 trap on_exit EXIT
+# What is judged here is that the runs work and verify their data, not how fast: a request
+# may wait up to 60 s for a completion (the engine's default is 5 s), so that a CI machine that
+# stalls for seconds does not fail the smoke, while a real hang still does, well inside the
+# test's 240 s.
+patient="--request-timeout-ms 60000"
 rm -f "$json"
-"$bench" --local --provider shm --quick --json "$json"
+"$bench" --local --provider shm --quick $patient --json "$json"
 /usr/bin/python3 - "$json" <<'PY'
 import json, sys
 doc = json.load(open(sys.argv[1]))
@@ -41,11 +46,12 @@ step="the server and client roles"
 # The two roles as separate processes: a server on a free loopback port, a
 # client that drives it. The server serves one client and exits 0.
 out=$(mktemp)
-"$bench" --listen 127.0.0.1:0 --provider shm >"$out" 2>&1 &
+"$bench" --listen 127.0.0.1:0 --provider shm $patient >"$out" 2>&1 &
 server=$!
 port=$(sh "$(dirname "$0")/../common/listening-port.sh" "$out" "$server") ||
   { kill "$server" 2>/dev/null || true; exit 1; }
-"$bench" --connect "127.0.0.1:$port" --provider shm --quick --ops single_write,imm --json "$json.client"
+"$bench" --connect "127.0.0.1:$port" --provider shm --quick $patient --ops single_write,imm \
+  --json "$json.client"
 wait "$server" || { cat "$out"; echo "fabric_bench_smoke: the server role failed" >&2; exit 1; }
 server=
 /usr/bin/python3 - "$json.client" <<'PY'
@@ -61,7 +67,7 @@ step="--peer without a peer"
 # --peer with an interpreter that cannot run: the engine's figures are still
 # written, the peer's reason is in the JSON, and the exit status is 3.
 status=0
-"$bench" --local --provider shm --quick --ops single_write --peer nixl \
+"$bench" --local --provider shm --quick $patient --ops single_write --peer nixl \
   --peer-python /nonexistent/python3 --json "$json.peer" || status=$?
 [ "$status" -eq 3 ] || { echo "fabric_bench_smoke: --peer without a peer: exit $status, want 3" >&2; exit 1; }
 /usr/bin/python3 - "$json.peer" <<'PY'
@@ -97,7 +103,7 @@ echo "fabric_bench_smoke: errors are single lines; a refused --connect fails in 
 step="--sizes and --iters"
 # --sizes and --iters pick the sweep; percentiles the samples cannot support
 # are null, not invented (32 requests: p50 only).
-"$bench" --local --provider shm --quick --ops single_write --sizes 8,4K --iters 32 --reps 1 \
+"$bench" --local --provider shm --quick $patient --ops single_write --sizes 8,4K --iters 32 --reps 1 \
   --json "$json.sizes" >/dev/null
 /usr/bin/python3 - "$json.sizes" <<'PY'
 import json, sys
@@ -119,7 +125,7 @@ step="--duration, --bidir and --threads"
 # perftest-like columns with BW peak and average, round-trip latency labels,
 # bidirectional rows with both directions and their sum, the threads recorded.
 out=$(mktemp)
-"$bench" --local --provider shm --quick --ops single_write,paged_write --sizes 4K,64K \
+"$bench" --local --provider shm --quick $patient --ops single_write,paged_write --sizes 4K,64K \
   --duration 0.05 --bidir --threads 2 --reps 2 --json "$json.modes" >"$out"
 for want in "bytes" "iters" "eng peak" "eng avg" "raw peak" "raw avg" "eng req/s" "rt p50" \
             "round-trip latency" "single_write_bidir" "bidir 65536 B: initiator→target"; do
