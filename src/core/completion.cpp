@@ -1,7 +1,5 @@
 #include "fabric/completion.hpp"
 
-#include <thread>
-
 #include "core/blocking_wait.hpp"
 
 namespace fabric {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <stdexcept>
 #include <utility>
@@ -56,10 +57,19 @@ Child fork_child(const std::function<int(Link&)>& body) {
   return Child{std::move(process), std::move(link)};
 }
 
-std::string reap(Child& child, std::chrono::milliseconds timeout) {
-  if (!child.process) return {};
-  const fabric::proc::ChildExit exit = child.process->wait_exit(timeout);
-  return exit.ok() ? std::string{} : exit.to_string();
+std::string reap_all(std::vector<Child>& children, std::chrono::steady_clock::time_point deadline) {
+  std::string failed;
+  for (std::size_t i = 0; i < children.size(); ++i) {
+    if (!children[i].process) continue;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    const fabric::proc::ChildExit exit =
+        children[i].process->wait_exit(std::max(left, std::chrono::milliseconds::zero()));
+    if (!exit.ok() && failed.empty()) {
+      failed = fmt::format("target process {} {}", i, exit.to_string());
+    }
+  }
+  return failed;
 }
 
 }  // namespace bench

@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "fabric_proc/child_process.hpp"
 
@@ -36,8 +37,9 @@ struct Child {
 // Forks a process running `body(link)` (its return is the exit code). Must be
 // called before this process starts any thread: only the caller survives fork.
 Child fork_child(const std::function<int(Link&)>& body);
-// Waits up to `timeout` for a clean exit, else kills; empty on exit code 0 (or for a server
-// elsewhere), else how the process ended.
-std::string reap(Child& child, std::chrono::milliseconds timeout);
+// Waits until `deadline` for every forked target to exit, killing those still running then;
+// how the first that failed ended ("target process N …"), empty if all exited 0. Servers
+// elsewhere have nothing to reap.
+std::string reap_all(std::vector<Child>& children, std::chrono::steady_clock::time_point deadline);
 
 }  // namespace bench

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <string_view>
 
 #include "common/rendezvous.hpp"
 #include "options.hpp"
@@ -37,7 +38,18 @@ int main(int argc, char** argv) {
   app.add_flag("--quick", opt.quick, "few sizes, short rounds (CI smoke)");
   app.add_option("--sizes", opt.sizes,
                  "single_write sizes: a list (4K,64K,1M), a range of powers of two (4K-64M) or "
-                 "all (8 B to 64 MiB)");
+                 "all (8 B to 64 MiB)")
+      // Checked here, before any target process starts: a sweep refused later would leave
+      // the targets' shm regions behind in /dev/shm.
+      ->check([](const std::string& spec) {
+        try {
+          (void)bench::parse_sizes(spec, bench::kMaxSingleWrite);
+          return std::string{};
+        } catch (const std::exception& e) {
+          const std::string_view why = e.what();
+          return std::string{why.substr(why.starts_with("--sizes: ") ? 9 : 0)};  // CLI11 adds it
+        }
+      });
   app.add_option("--iters", opt.iters, "requests per measured round (default: ~1 GiB a round)")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 24));
   app.add_option("--duration", opt.duration_s,
@@ -131,17 +143,6 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "fabric-bench: --peer needs the client role (--local or --connect) on the "
                        "libfabric backend\n");
     return 2;
-  }
-
-  // Before any process or engine starts: a sweep refused later would leave its targets'
-  // shm regions behind in /dev/shm.
-  if (!opt.sizes.empty()) {
-    try {
-      (void)bench::parse_sizes(opt.sizes, bench::kMaxSingleWrite);
-    } catch (const std::exception& e) {
-      fmt::print(stderr, "fabric-bench: {}\n", e.what());
-      return 2;
-    }
   }
 
   if (!opt.listen.empty()) return bench::serve(opt);

@@ -48,8 +48,7 @@ step="the server and client roles"
 out=$(mktemp)
 "$bench" --listen 127.0.0.1:0 --provider shm $patient >"$out" 2>&1 &
 server=$!
-port=$(sh "$(dirname "$0")/../common/listening-port.sh" "$out" "$server") ||
-  { kill "$server" 2>/dev/null || true; exit 1; }
+port=$(sh "$(dirname "$0")/../common/listening-port.sh" "$out" "$server") || exit 1
 "$bench" --connect "127.0.0.1:$port" --provider shm --quick $patient --ops single_write,imm \
   --json "$json.client"
 wait "$server" || { cat "$out"; echo "fabric_bench_smoke: the server role failed" >&2; exit 1; }

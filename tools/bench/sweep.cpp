@@ -430,23 +430,15 @@ SweepResult run_sweep(const Options& opt) {
       } catch (const std::exception&) {  // that target is gone already
       }
     }
-    const auto deadline = std::chrono::steady_clock::now() + 2s;
-    for (Child& c : children) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      (void)reap(c, std::max(left, 0ms));
-    }
+    (void)reap_all(children, std::chrono::steady_clock::now() + 2s);
     throw;
   }
   // A target that fails after its last command (its engine's shutdown, say) has nobody to
   // tell but its exit status.
-  std::string failed;
-  for (std::size_t i = 0; i < children.size(); ++i) {
-    if (const std::string how = reap(children[i], 30s); !how.empty() && failed.empty()) {
-      failed = fmt::format("target process {} {}", i, how);
-    }
+  if (const std::string failed = reap_all(children, std::chrono::steady_clock::now() + 30s);
+      !failed.empty()) {
+    throw std::runtime_error(failed);
   }
-  if (!failed.empty()) throw std::runtime_error(failed);
   return result;
 }
 
