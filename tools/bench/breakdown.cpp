@@ -22,7 +22,8 @@ StageFigures stage(std::vector<std::uint64_t> v) {
 
 }  // namespace
 
-Breakdown summarize_breakdown(const std::vector<fabric::PostTiming>& timings) {
+Breakdown summarize_breakdown(const std::vector<fabric::PostTiming>& timings,
+                              std::vector<std::uint64_t> raw_post_calls) {
   std::vector<std::uint64_t> a, b, c, d, e;
   for (const auto& t : timings) {
     a.push_back(t.enqueued - t.called);
@@ -38,6 +39,7 @@ Breakdown summarize_breakdown(const std::vector<fabric::PostTiming>& timings) {
   out.picked_to_first = stage(std::move(c));
   out.first_to_last = stage(std::move(d));
   out.call_to_first = stage(std::move(e));
+  if (!raw_post_calls.empty()) out.raw_post_call = stage(std::move(raw_post_calls));
   return out;
 }
 

@@ -4,6 +4,7 @@
 // → last WRITE posted, as percentiles over every request of a row.
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <fabric/post_timing.hpp>
@@ -21,8 +22,13 @@ struct Breakdown {
   StageFigures picked_to_first;      // worker: start → first post accepted
   StageFigures first_to_last;        // worker: the remaining posts
   StageFigures call_to_first;        // submit → first post, end to end
+  // The raw loop's fi_writedata calls in the same row's raw rounds: the provider's own part,
+  // the floor under call_to_first. None for rows without a raw loop or raw post stamps.
+  std::optional<StageFigures> raw_post_call;
 };
 
-Breakdown summarize_breakdown(const std::vector<fabric::PostTiming>& timings);
+// `raw_post_calls`: ns per accepted raw post (WriteRound::post_call_ns); empty for none.
+Breakdown summarize_breakdown(const std::vector<fabric::PostTiming>& timings,
+                              std::vector<std::uint64_t> raw_post_calls = {});
 
 }  // namespace bench

@@ -62,10 +62,12 @@ Figures raw_writes(Side& s, const Peer& peer, Link& link, const WriteRound& r) {
       if (page == 0) batches[batch] = {now_ns(), per_batch};
       const std::uint64_t src = paged ? std::uint64_t{page} * r.size : 0;
       const std::uint64_t dst = paged ? std::uint64_t{order[page]} * r.size : 0;
+      const std::uint64_t call = r.post_call_ns != nullptr ? now_ns() : 0;
       if (!s.raw->write(s.buf.data + src, r.size, s.raw_buf.desc, kDataImm, peer.raw_addr,
                        peer.raw_buf.addr + dst, peer.raw_buf.key, &slot->ctx)) {
         break;
       }
+      if (r.post_call_ns != nullptr) r.post_call_ns->push_back(now_ns() - call);
       free_slots.pop_back();
       ++posted;
     }

@@ -113,19 +113,20 @@ void print_table(const SweepResult& r, const std::vector<PeerRun>& peers) {
     if (!row.breakdown) continue;
     if (!header) {
       fmt::print("\nposting path, ns p50 / p99 / p99.9 (call → enqueued → worker picks up → "
-                 "first post → last post)\n");
-      fmt::print("{:<12} {:>9} {:>6} {:>8} {:>22} {:>22} {:>22} {:>22} {:>22}\n", "op", "size",
-                 "count", "samples", "call→enqueued", "queue", "worker→1st post",
-                 "1st→last post", "call→1st post");
+                 "first post → last post; raw post: the raw loop's fi_writedata call alone)\n");
+      fmt::print("{:<12} {:>9} {:>6} {:>8} {:>22} {:>22} {:>22} {:>22} {:>22} {:>22}\n", "op",
+                 "size", "count", "samples", "call→enqueued", "queue", "worker→1st post",
+                 "1st→last post", "call→1st post", "raw post");
       header = true;
     }
     const Breakdown& b = *row.breakdown;
     const auto cell = [](const StageFigures& f) {
       return fmt::format("{:.0f}/{:.0f}/{:.0f}", f.p50_ns, f.p99_ns, f.p999_ns);
     };
-    fmt::print("{:<12} {:>9} {:>6} {:>8} {:>22} {:>22} {:>22} {:>22} {:>22}\n", row.op, row.size,
-               row.count, b.samples, cell(b.call_to_enqueued), cell(b.enqueued_to_picked),
-               cell(b.picked_to_first), cell(b.first_to_last), cell(b.call_to_first));
+    fmt::print("{:<12} {:>9} {:>6} {:>8} {:>22} {:>22} {:>22} {:>22} {:>22} {:>22}\n", row.op,
+               row.size, row.count, b.samples, cell(b.call_to_enqueued), cell(b.enqueued_to_picked),
+               cell(b.picked_to_first), cell(b.first_to_last), cell(b.call_to_first),
+               b.raw_post_call ? cell(*b.raw_post_call) : std::string("-"));
   }  for (const PeerRun& p : peers) {
     fmt::print("\npeer {} ({} transport{}{}): same patterns, same run\n", p.peer,
                p.transport.empty() ? "-" : p.transport, p.version.empty() ? "" : ", version ",
@@ -185,7 +186,10 @@ void write_json(const Options& opt, const SweepResult& r, const std::vector<Peer
                                      {"enqueued_to_picked_up", stage(b.enqueued_to_picked)},
                                      {"picked_up_to_first_post", stage(b.picked_to_first)},
                                      {"first_to_last_post", stage(b.first_to_last)},
-                                     {"call_to_first_post", stage(b.call_to_first)}};
+                                     {"call_to_first_post", stage(b.call_to_first)},
+                                     {"raw_post_call", b.raw_post_call
+                                                           ? stage(*b.raw_post_call)
+                                                           : nlohmann::json(nullptr)}};
     }
     for (const PeerRun& p : peers) {
       const PeerFigure* f = p.find(row);

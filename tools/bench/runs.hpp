@@ -19,6 +19,9 @@ struct WriteRound {
   std::uint32_t window = 64;  // writes (or batches) outstanding
   std::uint32_t pages = 0;    // 0: single writes; else pages per batch
   std::uint32_t threads = 1;  // engine rounds: submitting threads, each `window` deep
+  // Raw rounds with --breakdown: how long each accepted fi_writedata call took, in ns (the
+  // provider's own part of the engine's call → first post).
+  std::vector<std::uint64_t>* post_call_ns = nullptr;
 };
 
 // One bidirectional round of single writes: both directions' figures, each

@@ -119,6 +119,24 @@ status=0
   { cat "$json.err"; echo "fabric_bench_smoke: --sizes 12 accepted" >&2; exit 1; }
 rm -f "$json.sizes" "$json.err"
 
+step="--breakdown"
+# --breakdown: the engine's stamps per request and, from the same row's raw rounds, the raw
+# provider call's own time (the floor under call → first post).
+out=$(mktemp)
+"$bench" --local --provider shm --quick $patient --ops single_write --sizes 4K --iters 256 --reps 1 \
+  --breakdown --json "$json.breakdown" >"$out"
+grep -qF "raw post" "$out" || { cat "$out"; echo "fabric_bench_smoke: no 'raw post' column" >&2; exit 1; }
+/usr/bin/python3 - "$json.breakdown" <<'PY'
+import json, sys
+[r] = json.load(open(sys.argv[1]))["results"]
+b = r["breakdown"]
+assert b["samples"] == 256, b
+assert b["call_to_first_post"]["p50_ns"] > 0, b
+assert b["raw_post_call"] is not None and b["raw_post_call"]["p50_ns"] > 0, b
+print("fabric_bench_smoke: --breakdown ok, raw post p50 %.0f ns" % b["raw_post_call"]["p50_ns"])
+PY
+rm -f "$out" "$json.breakdown"
+
 step="--duration, --bidir and --threads"
 # --duration, --bidir, --threads (figures are not judged, only what is printed):
 # perftest-like columns with BW peak and average, round-trip latency labels,

@@ -165,6 +165,12 @@ class Session {
     row.has_raw = s_.raw.has_value();  // none with --nics or --backend verbs
     Mean engine_mean, raw_mean;
     std::vector<fabric::PostTiming> timings;
+    std::vector<std::uint64_t> raw_post_calls;
+    WriteRound raw_round = r;
+    if (opt_.breakdown) {
+      raw_post_calls.reserve(reps() * r.count * (paged ? r.pages : 1));
+      raw_round.post_call_ns = &raw_post_calls;
+    }
     // Engine and raw alternate round by round, and the best round of each is
     // kept: on a shared box a round that lost the CPU to another process says
     // nothing about either code path, and alternating spreads such losses.
@@ -178,7 +184,7 @@ class Session {
           (void)run(raw, warm);
         }
         if (!raw) (void)s_.engine->take_post_timings();  // warm-up and raw rounds' leftovers
-        const Figures f = run(raw, r);
+        const Figures f = run(raw, raw ? raw_round : r);
         if (!raw && opt_.breakdown) append_timings(timings);
         Figures& best = raw ? row.raw : row.engine;
         if (f.gbps > best.gbps) best = f;
@@ -189,7 +195,7 @@ class Session {
         }
       }
     }
-    if (opt_.breakdown) row.breakdown = summarize_breakdown(timings);
+    if (opt_.breakdown) row.breakdown = summarize_breakdown(timings, std::move(raw_post_calls));
     row.engine_avg_gbps = engine_mean.gbps();
     row.raw_avg_gbps = raw_mean.gbps();
     row.verified = true;  // every round's checksum matched (a mismatch throws)
