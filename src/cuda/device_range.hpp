@@ -6,7 +6,7 @@
 #include <cstddef>
 
 #include "cuda/driver.hpp"
-#include "cuda/unique_fd.hpp"
+#include "common/unique_fd.hpp"
 
 namespace fabric::cuda {
 

@@ -104,6 +104,10 @@ class Domain {
   // and delivers no event until the last byte is in). The worker does not sleep while any of
   // its Domains says so. Asked only when the worker is about to sleep; costs a syscall or two.
   [[nodiscard]] virtual bool progress_pending() noexcept { return false; }
+  // A file descriptor that turns readable when this Domain has bytes for poll() to move, valid
+  // to wait on once progress_pending() returned false (libfabric: the CQ's wait fd, armed by
+  // fi_trywait); -1 where there is none. The worker sleeps on it, so that such bytes wake it.
+  [[nodiscard]] virtual int wait_fd() const noexcept { return -1; }
 
   // After it returns ok, nothing from that peer lands here (TransferEngine::fence_peer).
   virtual Status fence_peer(std::span<const std::byte> /*address*/) {

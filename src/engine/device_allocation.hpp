@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cuda/unique_fd.hpp"
+#include "common/unique_fd.hpp"
 #include "fabric/device.hpp"
 #include "fabric/status.hpp"
 
@@ -15,7 +15,7 @@ namespace fabric::engine {
 struct DeviceAllocation {
   std::uintptr_t base = 0;
   std::size_t size = 0;
-  cuda::UniqueFd dmabuf;  // invalid where the driver exports none
+  UniqueFd dmabuf;  // invalid where the driver exports none
 };
 
 // The allocation holding [ptr, ptr + length) on `device`, with a dma-buf of

@@ -149,6 +149,12 @@ bool DomainGroup::provider_holds_unread_bytes() const noexcept {
                      [](const auto& d) { return d->progress_pending(); });
 }
 
+std::vector<int> DomainGroup::wait_fds() const {
+  std::vector<int> fds;
+  for (const auto& d : domains_) fds.push_back(d->wait_fd());
+  return fds;
+}
+
 std::uint64_t DomainGroup::in_flight() const noexcept {
   std::uint64_t n = 0;
   for (auto v : tx_in_flight_) n += v;

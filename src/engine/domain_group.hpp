@@ -73,6 +73,8 @@ class DomainGroup {
                                              Clock::time_point since) const;
   // Whether a Domain's provider moves bytes only while polled (Domain::progress_pending).
   [[nodiscard]] bool provider_holds_unread_bytes() const noexcept;
+  // Each Domain's wait fd (Domain::wait_fd), -1 where it has none.
+  [[nodiscard]] std::vector<int> wait_fds() const;
   [[nodiscard]] std::uint64_t in_flight() const noexcept;
   [[nodiscard]] std::uint64_t depth() const noexcept;
 

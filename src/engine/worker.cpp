@@ -36,7 +36,9 @@ Worker::Worker(std::uint32_t group, const EngineConfig& config, CallbackThread& 
 Worker::~Worker() { (void)stop(); }
 
 Status Worker::adopt(std::vector<std::unique_ptr<domain::Domain>> domains) {
+  if (auto st = sleeper_.status(); !st.ok()) return st;
   if (auto st = domains_.adopt(std::move(domains)); !st.ok()) return st;
+  sleeper_.watch(domains_.wait_fds());
   if (domains_.domain(0).limits().needs_local_desc) {
     auto staging =
         SendStaging::create(domains_.domain(0), config_.max_message_size, config_.send_slots);
@@ -98,12 +100,7 @@ void Worker::post_task(Task task) {
   wake();
 }
 
-void Worker::wake() {
-  if (sleeping_.load(std::memory_order_seq_cst)) {
-    std::lock_guard lock(sleep_mutex_);
-    sleep_cv_.notify_one();
-  }
-}
+void Worker::wake() { sleeper_.wake(); }
 
 bool Worker::wait_thread_ended(std::chrono::milliseconds timeout) const {
   return ended_.wait_for(timeout) == std::future_status::ready;
@@ -112,8 +109,7 @@ bool Worker::wait_thread_ended(std::chrono::milliseconds timeout) const {
 void Worker::request_stop() {
   stop_requested_.store(true, std::memory_order_seq_cst);
   // Unconditionally: the worker may be about to sleep.
-  std::lock_guard lock(sleep_mutex_);
-  sleep_cv_.notify_one();
+  sleeper_.wake_always();
 }
 
 bool Worker::stop() {
@@ -147,17 +143,19 @@ void Worker::run() {
   while (!stop_requested_.load(std::memory_order_acquire)) {
     bool busy = false;
     Clock::time_point now;
+    Rest rest = Rest::none;
     {
       std::unique_lock loop(loop_mutex_, std::try_to_lock);
       if (!loop) {
         // A caller inside assist() runs this pass for us. Tasks and request expiry are this
         // thread's alone: then ask callers to stand back and retry at once, so a caller that
-        // progresses without pause cannot starve them. Otherwise back off as if idle.
+        // progresses without pause cannot starve them. Otherwise back off as if idle, without
+        // asking the Domains: the caller is inside them.
         if (tasks_.size_approx() != 0 || Clock::now() >= next_expiry_check) {
           worker_wants_loop_.store(true, std::memory_order_relaxed);
           std::this_thread::yield();
         } else if (!config_.busy_poll) {
-          idle_wait(last_busy);
+          take_rest(idle_rest(last_busy, false));
         }
         continue;
       }
@@ -172,41 +170,50 @@ void Worker::run() {
         expire_stalled(now);
         next_expiry_check = now + kExpiryCheckInterval;
       }
+      // Chosen inside the pass: asking a Domain is a provider call, one thread at a time
+      // (FI_THREAD_DOMAIN); resting is outside it, so that callers can progress meanwhile.
+      if (busy) {
+        last_busy = now;
+      } else if (!config_.busy_poll) {
+        rest = idle_rest(last_busy, true);
+      }
     }
-    if (busy) {
-      last_busy = now;
-    } else if (!config_.busy_poll) {
-      idle_wait(last_busy);
-    }
+    take_rest(rest);
   }
   // After any assist() pass in flight; later ones see stop_requested_ and do nothing.
   std::lock_guard loop(loop_mutex_);
   shutdown_sequence();
 }
 
-void Worker::idle_wait(Clock::time_point last_busy) {
+Worker::Rest Worker::idle_rest(Clock::time_point last_busy, bool may_ask_domains) {
   const auto idle = Clock::now() - last_busy;
-  if (idle < config_.idle_spin) return;
-  if (idle < config_.idle_spin + config_.idle_yield) {
-    std::this_thread::yield();
-    return;
-  }
+  if (idle < config_.idle_spin) return Rest::none;
+  if (idle < config_.idle_spin + config_.idle_yield) return Rest::yield;
+  if (!may_ask_domains) return Rest::sleep;
   // No sleep while a provider holds bytes that only polling moves (tcp;ofi_rxm: a large
   // inbound WRITE brings no event until its last byte is read off the socket).
-  if (domains_.provider_holds_unread_bytes()) {
-    std::this_thread::yield();
-    return;
+  if (domains_.provider_holds_unread_bytes()) return Rest::yield;
+  return Rest::sleep_watching_domains;
+}
+
+void Worker::take_rest(Rest rest) {
+  switch (rest) {
+    case Rest::none:
+      return;
+    case Rest::yield:
+      std::this_thread::yield();
+      return;
+    case Rest::sleep:
+    case Rest::sleep_watching_domains:
+      // Never so long that incoming immediates wait on an unpolled CQ for more than idle_sleep;
+      // a submission or task wakes us at once, and so do bytes on a Domain's wait fd (tcp).
+      sleeper_.sleep_for(config_.idle_sleep, rest == Rest::sleep_watching_domains, [this] {
+        return !submissions_.empty() || tasks_.size_approx() != 0 ||
+               posted_by_caller_.load(std::memory_order_seq_cst) ||
+               stop_requested_.load(std::memory_order_seq_cst);
+      });
+      return;
   }
-  // Sleep, but never so long that incoming immediates wait on an unpolled CQ
-  // for more than idle_sleep; a submission wakes us at once.
-  std::unique_lock lock(sleep_mutex_);
-  sleeping_.store(true, std::memory_order_seq_cst);
-  if (submissions_.empty() && tasks_.size_approx() == 0 &&
-      !posted_by_caller_.load(std::memory_order_seq_cst) &&
-      !stop_requested_.load(std::memory_order_seq_cst)) {
-    sleep_cv_.wait_for(lock, config_.idle_sleep);
-  }
-  sleeping_.store(false, std::memory_order_relaxed);
 }
 
 bool Worker::drain_tasks() {

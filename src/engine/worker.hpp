@@ -9,7 +9,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <future>
@@ -31,6 +30,7 @@
 #include "engine/registrar.hpp"
 #include "engine/ring_queue.hpp"
 #include "engine/send_staging.hpp"
+#include "engine/sleeper.hpp"
 #include "engine/submission_queue.hpp"
 #include "fabric/engine.hpp"
 
@@ -140,7 +140,12 @@ class Worker {
   void expire_stalled(std::chrono::steady_clock::time_point now);
   void fail(Op* op, Status status);
   void shutdown_sequence();
-  void idle_wait(std::chrono::steady_clock::time_point last_busy);
+  // What an idle worker does before its next pass: poll again at once, yield its CPU, or sleep
+  // (on the Domains' wait fds too where it asked them, inside a pass, that nothing is pending).
+  enum class Rest : std::uint8_t { none, yield, sleep, sleep_watching_domains };
+  [[nodiscard]] Rest idle_rest(std::chrono::steady_clock::time_point last_busy,
+                               bool may_ask_domains);
+  void take_rest(Rest rest);
   void wake();
 
   const std::uint32_t index_;
@@ -158,8 +163,7 @@ class Worker {
   moodycamel::ConcurrentQueue<Task> tasks_;
   std::atomic<std::uint32_t> outstanding_{0};
   std::atomic<bool> stop_requested_{false};
-  std::atomic<bool> sleeping_{false};
-  std::mutex sleep_mutex_;
+  Sleeper sleeper_;
   // Held for each pass of the loop, by the worker thread or a caller in assist(): the
   // worker-thread state below is touched by one pass at a time.
   std::mutex loop_mutex_;
@@ -170,7 +174,6 @@ class Worker {
   // activity (its idle policy polls closely again, not in idle_sleep steps) and does not go to
   // sleep on it.
   std::atomic<bool> posted_by_caller_{false};
-  std::condition_variable sleep_cv_;
   std::thread thread_;
   std::promise<void> thread_ended_;
   std::shared_future<void> ended_ = thread_ended_.get_future().share();

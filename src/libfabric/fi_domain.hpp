@@ -35,6 +35,7 @@ class FiDomain final : public domain::Domain {
   Status post_recv(void* buf, std::size_t length, void* desc, domain::Token token) override;
   std::size_t poll(std::span<domain::Event> out) override;
   bool progress_pending() noexcept override;
+  int wait_fd() const noexcept override { return progress_fd_; }
   Status fence_peer(std::span<const std::byte> address) override;
   void close_endpoint() noexcept override;
 

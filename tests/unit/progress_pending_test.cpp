@@ -1,9 +1,11 @@
 // Domain::progress_pending() on the libfabric backend: tcp;ofi_rxm moves an inbound WRITE's
 // bytes only while its CQ is polled, so the worker must not sleep while they wait; and it
 // must be able to sleep again once they are in, even after the peer has gone (a closed
-// socket stays readable: that must not keep the worker awake for good).
+// socket stays readable: that must not keep the worker awake for good). Domain::wait_fd(),
+// which the worker sleeps on, must turn readable when bytes reach a target nobody polls.
 
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <array>
 #include <chrono>
@@ -117,6 +119,71 @@ TEST(ProgressPending, TcpSaysSoWhileAWritesBytesWaitAndSettlesAfterwardsAndAfter
   writer.reset();
   EXPECT_TRUE(settles(*target, std::chrono::seconds(5)))
       << "a closed peer socket keeps progress_pending() true";
+}
+
+TEST(ProgressPending, TcpWaitFdTurnsReadableWhenAWritesBytesReachATargetNobodyPolls) {
+  auto writer = open_or_skip("tcp");
+  auto target = open_or_skip("tcp");
+  if (!writer || !target) GTEST_SKIP() << "the tcp;ofi_rxm provider is not available";
+  ASSERT_GE(target->wait_fd(), 0) << "tcp's CQ was opened without a wait fd";
+
+  std::vector<std::byte> src(kBytes, std::byte{0x3c});
+  std::vector<std::byte> dst(kBytes, std::byte{0});
+  auto src_mr = writer->register_memory(domain::MemorySpan::host(src.data(), src.size()),
+                                        Access::remote_write);
+  auto dst_mr = target->register_memory(domain::MemorySpan::host(dst.data(), dst.size()),
+                                        Access::remote_write);
+  ASSERT_TRUE(src_mr && dst_mr);
+  auto peer = writer->resolve_peer(target->address());
+  ASSERT_TRUE(peer) << peer.status().to_string();
+  ASSERT_TRUE(target->resolve_peer(writer->address()));
+  const RemoteKey key = dst_mr.value()->remote_key();
+  domain::WriteDesc w;
+  w.local = src.data();
+  w.local_desc = src_mr.value()->local_desc();
+  w.peer = peer.value();
+  w.remote_addr = key.addr_base;
+  w.rkey = key.rkey;
+  w.imm = kImm;
+
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  Counts at_writer, at_target;
+  // A first small write, both ends polled, so that the connection is up.
+  w.length = 64;
+  w.token = 1;
+  Status posted = writer->post_write(w);
+  while (posted.code() == Errc::again && Clock::now() < deadline) {
+    poll_into(*writer, at_writer);
+    poll_into(*target, at_target);
+    posted = writer->post_write(w);
+  }
+  ASSERT_TRUE(posted.ok()) << posted.to_string();
+  while ((at_target.imms == 0 || at_writer.tx_done == 0) && Clock::now() < deadline) {
+    poll_into(*writer, at_writer);
+    poll_into(*target, at_target);
+  }
+  ASSERT_EQ(at_target.imms, 1u);
+  // The target goes quiet: progress_pending() says false, which arms its fd (fi_trywait).
+  ASSERT_TRUE(settles(*target, std::chrono::seconds(5)));
+  pollfd fd{target->wait_fd(), POLLIN, 0};
+  ASSERT_EQ(::poll(&fd, 1, 0), 0) << "the wait fd is readable with nothing on the way";
+
+  // Now only the writer is polled: its bytes fill the target's socket.
+  w.length = kBytes;
+  w.token = 2;
+  ASSERT_TRUE(writer->post_write(w).ok());
+  bool readable = false;
+  while (!readable && Clock::now() < deadline) {
+    poll_into(*writer, at_writer);
+    readable = ::poll(&fd, 1, 0) > 0;
+  }
+  EXPECT_TRUE(readable) << "bytes reached the target's socket but its wait fd stayed quiet";
+  while ((at_target.imms < 2 || at_writer.tx_done < 2) && Clock::now() < deadline) {
+    poll_into(*writer, at_writer);
+    poll_into(*target, at_target);
+  }
+  ASSERT_EQ(at_target.imms, 2u) << "the write did not arrive in 30 s";
+  EXPECT_EQ(std::memcmp(src.data(), dst.data(), kBytes), 0);
 }
 
 TEST(ProgressPending, ShmHasNothingToSayAndSaysFalse) {

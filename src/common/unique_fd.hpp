@@ -1,11 +1,11 @@
 #pragma once
-// Move-only owner of a file descriptor (dma-buf exports).
+// Move-only owner of a file descriptor (dma-buf exports, the worker's wake-up eventfd).
 
 #include <unistd.h>
 
 #include <utility>
 
-namespace fabric::cuda {
+namespace fabric {
 
 class UniqueFd {
  public:
@@ -34,4 +34,4 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-}  // namespace fabric::cuda
+}  // namespace fabric
