@@ -60,41 +60,71 @@ bool settles(FiDomain& d, std::chrono::milliseconds limit, int quiet = 200) {
   return false;
 }
 
-TEST(ProgressPending, TcpSaysSoWhileAWritesBytesWaitAndSettlesAfterwardsAndAfterThePeerLeaves) {
-  auto writer = open_or_skip("tcp");
-  auto target = open_or_skip("tcp");
-  if (!writer || !target) GTEST_SKIP() << "the tcp;ofi_rxm provider is not available";
-
-  std::vector<std::byte> src(kBytes, std::byte{0x5a});
-  std::vector<std::byte> dst(kBytes, std::byte{0});
-  auto src_mr = writer->register_memory(domain::MemorySpan::host(src.data(), src.size()),
-                                        Access::remote_write);
-  auto dst_mr = target->register_memory(domain::MemorySpan::host(dst.data(), dst.size()),
-                                        Access::remote_write);
-  ASSERT_TRUE(src_mr && dst_mr);
-  auto peer = writer->resolve_peer(target->address());
-  ASSERT_TRUE(peer) << peer.status().to_string();
-  ASSERT_TRUE(target->resolve_peer(writer->address()));
-
-  const RemoteKey key = dst_mr.value()->remote_key();
-  domain::WriteDesc w;
-  w.local = src.data();
-  w.length = src.size();
-  w.local_desc = src_mr.value()->local_desc();
-  w.peer = peer.value();
-  w.remote_addr = key.addr_base;
-  w.rkey = key.rkey;
-  w.imm = kImm;
-  w.token = 1;
-  // rxm answers `again` while it connects to a new peer: poll both ends and retry.
-  Counts at_writer, at_target;
-  const auto deadline = Clock::now() + std::chrono::seconds(30);
-  Status posted = writer->post_write(w);
-  while (posted.code() == Errc::again && Clock::now() < deadline) {
-    poll_into(*writer, at_writer);
-    poll_into(*target, at_target);
-    posted = writer->post_write(w);
+// A writer and a target on tcp;ofi_rxm, each with a 32 MiB registered buffer, peers already.
+class ProgressPendingOnTcp : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    writer = open_or_skip("tcp");
+    target = open_or_skip("tcp");
+    if (!writer || !target) GTEST_SKIP() << "the tcp;ofi_rxm provider is not available";
+    auto s = writer->register_memory(domain::MemorySpan::host(src.data(), src.size()),
+                                     Access::remote_write);
+    auto d = target->register_memory(domain::MemorySpan::host(dst.data(), dst.size()),
+                                     Access::remote_write);
+    ASSERT_TRUE(s && d);
+    src_mr = std::move(s).value();
+    dst_mr = std::move(d).value();
+    auto resolved = writer->resolve_peer(target->address());
+    ASSERT_TRUE(resolved) << resolved.status().to_string();
+    peer = resolved.value();
+    ASSERT_TRUE(target->resolve_peer(writer->address()));
   }
+
+  // A WRITE of the first `length` bytes of src to the start of dst, with kImm.
+  domain::WriteDesc write(std::size_t length, domain::Token token) const {
+    const RemoteKey key = dst_mr->remote_key();
+    domain::WriteDesc w;
+    w.local = src.data();
+    w.length = length;
+    w.local_desc = src_mr->local_desc();
+    w.peer = peer;
+    w.remote_addr = key.addr_base;
+    w.rkey = key.rkey;
+    w.imm = kImm;
+    w.token = token;
+    return w;
+  }
+
+  // rxm answers `again` while it connects to a new peer: poll both ends and retry.
+  Status post_first(const domain::WriteDesc& w) {
+    Status posted = writer->post_write(w);
+    while (posted.code() == Errc::again && Clock::now() < deadline) {
+      poll_into(*writer, at_writer);
+      poll_into(*target, at_target);
+      posted = writer->post_write(w);
+    }
+    return posted;
+  }
+
+  // Polls both ends until `imms` immediates arrived and `tx` writes completed, or the deadline.
+  void poll_both_until(std::size_t imms, std::size_t tx) {
+    while ((at_target.imms < imms || at_writer.tx_done < tx) && Clock::now() < deadline) {
+      poll_into(*writer, at_writer);
+      poll_into(*target, at_target);
+    }
+  }
+
+  std::unique_ptr<FiDomain> writer, target;
+  std::vector<std::byte> src = std::vector<std::byte>(kBytes, std::byte{0x5a});
+  std::vector<std::byte> dst = std::vector<std::byte>(kBytes, std::byte{0});
+  std::unique_ptr<domain::MemoryRegion> src_mr, dst_mr;
+  domain::PeerHandle peer{};
+  Counts at_writer, at_target;
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(30);
+};
+
+TEST_F(ProgressPendingOnTcp, SaysSoWhileAWritesBytesWaitAndSettlesAfterwardsAndAfterThePeerLeaves) {
+  const Status posted = post_first(write(kBytes, 1));
   ASSERT_TRUE(posted.ok()) << posted.to_string();
 
   // One thread drives both ends, the target asked between the writer's progress (which puts
@@ -114,54 +144,19 @@ TEST(ProgressPending, TcpSaysSoWhileAWritesBytesWaitAndSettlesAfterwardsAndAfter
   EXPECT_TRUE(settles(*writer, std::chrono::seconds(5))) << "writer, after the write";
 
   // The writer goes away: its socket closes under the target.
-  src_mr.value().reset();
+  src_mr.reset();
   writer->close_endpoint();
   writer.reset();
   EXPECT_TRUE(settles(*target, std::chrono::seconds(5)))
       << "a closed peer socket keeps progress_pending() true";
 }
 
-TEST(ProgressPending, TcpWaitFdTurnsReadableWhenAWritesBytesReachATargetNobodyPolls) {
-  auto writer = open_or_skip("tcp");
-  auto target = open_or_skip("tcp");
-  if (!writer || !target) GTEST_SKIP() << "the tcp;ofi_rxm provider is not available";
+TEST_F(ProgressPendingOnTcp, WaitFdTurnsReadableWhenAWritesBytesReachATargetNobodyPolls) {
   ASSERT_GE(target->wait_fd(), 0) << "tcp's CQ was opened without a wait fd";
-
-  std::vector<std::byte> src(kBytes, std::byte{0x3c});
-  std::vector<std::byte> dst(kBytes, std::byte{0});
-  auto src_mr = writer->register_memory(domain::MemorySpan::host(src.data(), src.size()),
-                                        Access::remote_write);
-  auto dst_mr = target->register_memory(domain::MemorySpan::host(dst.data(), dst.size()),
-                                        Access::remote_write);
-  ASSERT_TRUE(src_mr && dst_mr);
-  auto peer = writer->resolve_peer(target->address());
-  ASSERT_TRUE(peer) << peer.status().to_string();
-  ASSERT_TRUE(target->resolve_peer(writer->address()));
-  const RemoteKey key = dst_mr.value()->remote_key();
-  domain::WriteDesc w;
-  w.local = src.data();
-  w.local_desc = src_mr.value()->local_desc();
-  w.peer = peer.value();
-  w.remote_addr = key.addr_base;
-  w.rkey = key.rkey;
-  w.imm = kImm;
-
-  const auto deadline = Clock::now() + std::chrono::seconds(30);
-  Counts at_writer, at_target;
   // A first small write, both ends polled, so that the connection is up.
-  w.length = 64;
-  w.token = 1;
-  Status posted = writer->post_write(w);
-  while (posted.code() == Errc::again && Clock::now() < deadline) {
-    poll_into(*writer, at_writer);
-    poll_into(*target, at_target);
-    posted = writer->post_write(w);
-  }
+  const Status posted = post_first(write(64, 1));
   ASSERT_TRUE(posted.ok()) << posted.to_string();
-  while ((at_target.imms == 0 || at_writer.tx_done == 0) && Clock::now() < deadline) {
-    poll_into(*writer, at_writer);
-    poll_into(*target, at_target);
-  }
+  poll_both_until(1, 1);
   ASSERT_EQ(at_target.imms, 1u);
   // The target goes quiet: progress_pending() says false, which arms its fd (fi_trywait).
   ASSERT_TRUE(settles(*target, std::chrono::seconds(5)));
@@ -169,19 +164,14 @@ TEST(ProgressPending, TcpWaitFdTurnsReadableWhenAWritesBytesReachATargetNobodyPo
   ASSERT_EQ(::poll(&fd, 1, 0), 0) << "the wait fd is readable with nothing on the way";
 
   // Now only the writer is polled: its bytes fill the target's socket.
-  w.length = kBytes;
-  w.token = 2;
-  ASSERT_TRUE(writer->post_write(w).ok());
+  ASSERT_TRUE(writer->post_write(write(kBytes, 2)).ok());
   bool readable = false;
   while (!readable && Clock::now() < deadline) {
     poll_into(*writer, at_writer);
     readable = ::poll(&fd, 1, 0) > 0;
   }
   EXPECT_TRUE(readable) << "bytes reached the target's socket but its wait fd stayed quiet";
-  while ((at_target.imms < 2 || at_writer.tx_done < 2) && Clock::now() < deadline) {
-    poll_into(*writer, at_writer);
-    poll_into(*target, at_target);
-  }
+  poll_both_until(2, 2);
   ASSERT_EQ(at_target.imms, 2u) << "the write did not arrive in 30 s";
   EXPECT_EQ(std::memcmp(src.data(), dst.data(), kBytes), 0);
 }
