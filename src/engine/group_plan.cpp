@@ -75,4 +75,22 @@ Result<std::vector<PlannedGroup>> plan_groups(const EngineConfig& config) {
   return out;
 }
 
+Result<std::uint32_t> owning_group(std::span<const GroupInfo> groups, std::uint32_t host_group,
+                                   Device device, std::optional<std::uint32_t> named) {
+  if (named) {
+    if (*named >= groups.size()) {
+      return Status(Errc::invalid_argument,
+                    fmt::format("group {} does not exist (the engine has {} groups)", *named,
+                                groups.size()));
+    }
+    return *named;
+  }
+  if (!device.is_host()) {
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      if (groups[g].gpu == device.index) return static_cast<std::uint32_t>(g);
+    }
+  }
+  return host_group;
+}
+
 }  // namespace fabric::engine

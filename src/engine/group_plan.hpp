@@ -3,6 +3,9 @@
 // (docs/api.md#groups), each with the config its Domains open under and where its worker runs.
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
 #include <vector>
 
 #include "fabric/engine.hpp"
@@ -18,5 +21,10 @@ struct PlannedGroup {
 
 // invalid_argument for too many groups, or nics given both engine-wide and per group.
 Result<std::vector<PlannedGroup>> plan_groups(const EngineConfig& config);
+
+// reg_mr's group (docs/api.md, "Which group owns memory"): `named` when given (invalid_argument
+// past the last group), else the first group whose GPU is `device`, else `host_group`.
+Result<std::uint32_t> owning_group(std::span<const GroupInfo> groups, std::uint32_t host_group,
+                                   Device device, std::optional<std::uint32_t> named);
 
 }  // namespace fabric::engine

@@ -61,20 +61,7 @@ struct TransferEngine::Impl {
 
   // reg_mr's group: the named one, else the device's GPU group, else the host group.
   Result<std::uint32_t> group_for(Device device, std::optional<std::uint32_t> group) const {
-    if (group) {
-      if (*group >= workers.size()) {
-        return Status(Errc::invalid_argument,
-                      fmt::format("group {} does not exist (the engine has {} groups)", *group,
-                                  workers.size()));
-      }
-      return *group;
-    }
-    if (!device.is_host()) {
-      for (std::size_t g = 0; g < group_info.size(); ++g) {
-        if (group_info[g].gpu == device.index) return static_cast<std::uint32_t>(g);
-      }
-    }
-    return config.host_group;
+    return engine::owning_group(group_info, config.host_group, device, group);
   }
 
   // Peer groups as submitters validate against them.
