@@ -46,8 +46,10 @@ int main(int argc, char** argv) {
           (void)bench::parse_sizes(spec, bench::kMaxSingleWrite);
           return std::string{};
         } catch (const std::exception& e) {
-          const std::string_view why = e.what();
-          return std::string{why.substr(why.starts_with("--sizes: ") ? 9 : 0)};  // CLI11 adds it
+          constexpr std::string_view kOwnPrefix = "--sizes: ";  // CLI11 adds it again
+          std::string_view why = e.what();
+          if (why.starts_with(kOwnPrefix)) why.remove_prefix(kOwnPrefix.size());
+          return std::string{why};
         }
       });
   app.add_option("--iters", opt.iters, "requests per measured round (default: ~1 GiB a round)")

@@ -27,7 +27,7 @@ std::vector<std::uint64_t> single_sizes(const Options& opt) {
   if (!opt.sizes.empty()) return parse_sizes(opt.sizes, kMaxSingleWrite);
   if (opt.quick) return {4u << 10, 64u << 10, 1u << 20};
   std::vector<std::uint64_t> v;
-  for (std::uint64_t s = 4u << 10; s <= (64u << 20); s *= 4) v.push_back(s);
+  for (std::uint64_t s = 4u << 10; s <= kMaxSingleWrite; s *= 4) v.push_back(s);
   return v;
 }
 
@@ -349,7 +349,7 @@ static SideConfig side_config(const Options& opt) {
   cfg.nics = opt.nics;
   cfg.groups = opt.groups;
   cfg.request_timeout_ms = opt.request_timeout_ms;
-  cfg.buffer_bytes = std::max<std::size_t>(64u << 20, std::size_t{opt.pages} * (64u << 10));
+  cfg.buffer_bytes = std::max<std::size_t>(kMaxSingleWrite, std::size_t{opt.pages} * (64u << 10));
   // --bidir: the reverse direction uses the upper half (runs.hpp bidir_offset).
   if (opt.bidir) cfg.buffer_bytes *= 2;
   return cfg;
