@@ -10,6 +10,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "errors.hpp"
 #include "fabric/engine.hpp"
 #include "fabric/kv/layout.hpp"
 #include "fabric/kv/plan.hpp"
@@ -19,31 +20,19 @@
 namespace py = pybind11;
 using namespace fabric;
 using namespace fabric::kv;
+// fabric_lib's exception classes (FabricError and one subclass per Errc), shared with _native.
+using fabric::python::check;
+using fabric::python::take;
 
 namespace {
 
-[[noreturn]] void raise(const Status& s) {
-  switch (s.code()) {
-    case Errc::invalid_argument:
-    case Errc::out_of_range:
-    case Errc::malformed:
-      throw py::value_error(s.to_string());
-    case Errc::timeout:
-      PyErr_SetString(PyExc_TimeoutError, s.to_string().c_str());
-      throw py::error_already_set();
-    case Errc::not_found:
-      throw py::key_error(s.to_string());
-    default:
-      throw std::runtime_error(s.to_string());
-  }
-}
-void check(const Status& s) {
-  if (!s.ok()) raise(s);
-}
-template <typename T>
-T take(Result<T> r) {
-  if (!r.ok()) raise(r.status());
-  return std::move(r.value());
+// Runs `f` with the GIL released and returns its Status or Result untouched: the Python error
+// is raised only after the GIL is back (check/take), never from inside the released region,
+// where setting a Python exception crashes the interpreter.
+template <typename F>
+auto released(F&& f) {
+  py::gil_scoped_release unlocked;
+  return std::forward<F>(f)();
 }
 
 struct EngineOptions {
@@ -98,24 +87,23 @@ class PySender {
                std::uint32_t receivers, std::optional<std::uint64_t> tail_offset) {
     std::optional<LocalSlice> tail;
     if (tail_offset) {
-      if (!tail_.valid()) throw py::value_error("this Sender was made without a tail region");
+      if (!tail_.valid()) python::raise_error(Errc::invalid_argument, "this Sender was made without a tail region");
       tail = LocalSlice{tail_, *tail_offset};
     }
-    py::gil_scoped_release r;
-    check(live().prepare(id, std::move(pages), tokens, receivers, tail));
+    Sender& s = live();
+    check(released([&] { return s.prepare(id, std::move(pages), tokens, receivers, tail); }));
   }
   void layer_done(const std::string& id, std::uint32_t layer,
                   std::optional<std::pair<std::uint32_t, std::uint32_t>> tokens) {
-    py::gil_scoped_release r;
-    if (tokens) {
-      check(live().layer_done(id, layer, TokenRange{tokens->first, tokens->second}));
-    } else {
-      check(live().layer_done(id, layer));
-    }
+    Sender& s = live();
+    check(released([&] {
+      return tokens ? s.layer_done(id, layer, TokenRange{tokens->first, tokens->second})
+                    : s.layer_done(id, layer);
+    }));
   }
   void cancel(const std::string& id) {
-    py::gil_scoped_release r;
-    check(live().cancel(id));
+    Sender& s = live();
+    check(released([&] { return s.cancel(id); }));
   }
   py::tuple poll(const std::string& id) { return status_tuple(take(live().poll(id))); }
   void release(const std::string& id) { check(live().release(id)); }
@@ -123,7 +111,7 @@ class PySender {
 
  private:
   Sender& live() {
-    if (!sender_) throw std::runtime_error("shutdown: the Sender is closed");
+    if (!sender_) python::raise_error(Errc::shutdown, "the KV Sender is closed");
     return *sender_;
   }
   std::unique_ptr<TransferEngine> engine_;
@@ -157,37 +145,37 @@ class PyReceiver {
   std::uint32_t connect(const py::bytes& addr, double timeout_s) {
     std::string raw = addr;
     auto a = take(NetAddr::decode(std::as_bytes(std::span(raw.data(), raw.size()))));
-    py::gil_scoped_release r;
-    return take(live().connect(a, std::chrono::milliseconds(static_cast<long>(timeout_s * 1000))));
+    Receiver& rx = live();
+    const auto timeout = std::chrono::milliseconds(static_cast<long>(timeout_s * 1000));
+    return take(released([&] { return rx.connect(a, timeout); }));
   }
   KvLayout source_layout(std::uint32_t s) { return take(live().source_layout(s)); }
   std::uint64_t request(const std::string& id, std::vector<std::uint32_t> pages,
                         std::uint32_t tokens, std::vector<std::uint32_t> sources,
-                        std::optional<std::tuple<std::uint32_t, std::uint64_t, std::uint64_t>> tail) {
+                        std::optional<std::tuple<std::uint32_t, std::uint64_t, std::uint64_t>> tail,
+                        std::uint32_t src_first) {
     std::optional<Tail> t;
     if (tail) t = Tail{std::get<0>(*tail), std::get<1>(*tail), std::get<2>(*tail)};
-    py::gil_scoped_release r;
-    return take(live().request(id, std::move(pages), tokens, sources, t));
+    Receiver& rx = live();
+    return take(
+        released([&] { return rx.request(id, std::move(pages), tokens, sources, t, src_first); }));
   }
   void cancel(const std::string& id) {
-    py::gil_scoped_release r;
-    check(live().cancel(id));
+    Receiver& rx = live();
+    check(released([&] { return rx.cancel(id); }));
   }
   py::tuple poll(const std::string& id) { return status_tuple(take(live().poll(id))); }
   py::tuple wait(const std::string& id, double timeout_s) {
-    Result<RequestStatus> s = Status(Errc::timeout, "");
-    {
-      py::gil_scoped_release r;
-      s = live().wait(id, std::chrono::milliseconds(static_cast<long>(timeout_s * 1000)));
-    }
-    return status_tuple(take(std::move(s)));
+    Receiver& rx = live();
+    const auto timeout = std::chrono::milliseconds(static_cast<long>(timeout_s * 1000));
+    return status_tuple(take(released([&] { return rx.wait(id, timeout); })));
   }
   void release(const std::string& id) { check(live().release(id)); }
   std::size_t active() { return live().active_requests(); }
 
  private:
   Receiver& live() {
-    if (!receiver_) throw std::runtime_error("shutdown: the Receiver is closed");
+    if (!receiver_) python::raise_error(Errc::shutdown, "the KV Receiver is closed");
     return *receiver_;
   }
   std::unique_ptr<TransferEngine> engine_;
@@ -311,7 +299,8 @@ PYBIND11_MODULE(_kv, m) {
       .def("connect", &PyReceiver::connect, py::arg("address"), py::arg("timeout") = 30.0)
       .def("source_layout", &PyReceiver::source_layout)
       .def("request", &PyReceiver::request, py::arg("id"), py::arg("pages"),
-           py::arg("num_tokens"), py::arg("sources"), py::arg("tail") = py::none())
+           py::arg("num_tokens"), py::arg("sources"), py::arg("tail") = py::none(),
+           py::arg("src_first") = 0)
       .def("cancel", &PyReceiver::cancel)
       .def("poll", &PyReceiver::poll)
       .def("wait", &PyReceiver::wait, py::arg("id"), py::arg("timeout"))

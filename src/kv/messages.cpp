@@ -113,6 +113,7 @@ struct Encoder {
     w.put<std::uint32_t>(m.imm);
     w.put<std::uint64_t>(m.fingerprint);
     w.put<std::uint32_t>(m.num_tokens);
+    w.put<std::uint32_t>(m.src_first);
     w.put<std::uint32_t>(m.heads.begin);
     w.put<std::uint32_t>(m.heads.end);
     w.put<std::uint64_t>(m.expected_imms);
@@ -177,6 +178,7 @@ Result<Body> decode_body(Type type, wire::Reader& r) {
       q.imm = r.get<std::uint32_t>();
       q.fingerprint = r.get<std::uint64_t>();
       q.num_tokens = r.get<std::uint32_t>();
+      q.src_first = r.get<std::uint32_t>();
       q.heads.begin = r.get<std::uint32_t>();
       q.heads.end = r.get<std::uint32_t>();
       q.expected_imms = r.get<std::uint64_t>();

@@ -1,5 +1,5 @@
 #pragma once
-// The KV protocol's messages (SEND/RECV), version 1; docs/kv.md#messages has the tables.
+// The KV protocol's messages (SEND/RECV), version 2; docs/kv.md#messages has the tables.
 // Every message starts with magic "FKV", the version, the type and the sender's engine
 // instance id (RECV does not say who sent a message).
 
@@ -18,7 +18,8 @@
 
 namespace fabric::kv::msg {
 
-inline constexpr std::uint8_t kVersion = 1;
+// 2: REQUEST carries src_first (a decoder that holds a prefix asks for the rest only).
+inline constexpr std::uint8_t kVersion = 2;
 inline constexpr std::size_t kMaxIdBytes = 256;
 inline constexpr std::size_t kMaxTextBytes = 1024;
 
@@ -39,6 +40,9 @@ struct Request {
   std::uint32_t imm = 0;
   std::uint64_t fingerprint = 0;
   std::uint32_t num_tokens = 0;
+  // The first source token wanted: the decoder's token t is the prefill's token src_first + t
+  // (the decoder holds the tokens before it already). A multiple of chunk_alignment.
+  std::uint32_t src_first = 0;
   HeadRange heads;
   std::uint64_t expected_imms = 0;  // what this sender's writes must produce
   bool writes_tail = false;

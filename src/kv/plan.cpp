@@ -79,6 +79,29 @@ Result<std::vector<Run>> plan_runs(const KvLayout& src, const KvLayout& dst, Hea
   return runs;
 }
 
+Result<std::vector<Run>> plan_runs(const KvLayout& src, const KvLayout& dst, HeadRange heads,
+                                   TokenRange tokens, std::uint32_t src_first) {
+  const std::uint32_t align = chunk_alignment(src, dst);
+  if (src_first % align != 0) {
+    return Status(Errc::invalid_argument,
+                  fmt::format("KV plan: the first source token {} is not a multiple of {} (both "
+                              "sides' page sizes)",
+                              src_first, align));
+  }
+  if (tokens.begin < src_first) {
+    return Status(Errc::invalid_argument,
+                  fmt::format("KV plan: tokens [{}, {}) start before the first wanted token {}",
+                              tokens.begin, tokens.end, src_first));
+  }
+  auto runs = plan_runs(src, dst, heads, tokens);
+  if (!runs.ok()) return runs;
+  // Page-aligned on both sides, the shift moves whole destination pages and leaves every offset
+  // inside a page, and so every run's shape, as it was.
+  const std::uint32_t dst_pages_skipped = src_first / dst.tokens_per_page;
+  for (Run& r : *runs) r.dst_page -= dst_pages_skipped;
+  return runs;
+}
+
 std::uint32_t chunk_alignment(const KvLayout& src, const KvLayout& dst) noexcept {
   return std::lcm(src.tokens_per_page, dst.tokens_per_page);
 }

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <condition_variable>
+#include <limits>
 #include <random>
 #include <unordered_map>
 
@@ -297,6 +298,29 @@ struct Receiver::Impl : std::enable_shared_from_this<Receiver::Impl> {
     changed.notify_all();
   }
 
+  // A second connect() to a rank already known: its index once the first one's handshake
+  // succeeded (waiting for it while in flight), its error if that failed.
+  Result<std::uint32_t> join_connect(std::uint32_t index, const NetAddr& sender,
+                                     std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mutex);
+    // By index, never by reference: another connect() may grow `sources` while this waits.
+    const bool settled = changed.wait_for(lock, timeout, [&] {
+      return sources[index].acked || !sources[index].alive || !sources[index].hello_error.ok();
+    });
+    const Source& s = sources[index];
+    if (s.acked && s.alive) return index;
+    if (!settled) {
+      return Status(Errc::timeout, fmt::format("KV receiver: prefill rank {} did not answer "
+                                               "within {} ms",
+                                               sender.describe(), timeout.count()));
+    }
+    return Status(Errc::invalid_argument,
+                  fmt::format("KV receiver: prefill rank {} failed before ({}); a restarted rank "
+                              "has a new address",
+                              sender.describe(),
+                              s.hello_error.ok() ? std::string("dead") : s.hello_error.to_string()));
+  }
+
   void run(Actions a) {
     for (auto& [to, body] : a.sends) {
       if (auto st = link.send(to, body); !st.ok()) {
@@ -345,10 +369,10 @@ Result<std::uint32_t> Receiver::connect(const NetAddr& sender, std::chrono::mill
   auto& im = *impl_;
   std::uint32_t index = 0;
   {
-    std::lock_guard lock(im.mutex);
+    std::unique_lock lock(im.mutex);
     if (auto it = im.by_instance.find(sender.instance_id()); it != im.by_instance.end()) {
-      if (im.sources[it->second].acked && im.sources[it->second].alive) return it->second;
-      return Status(Errc::invalid_argument, "KV receiver: that prefill rank failed before");
+      lock.unlock();
+      return im.join_connect(it->second, sender, timeout);
     }
     index = static_cast<std::uint32_t>(im.sources.size());
     im.sources.push_back(Impl::Source{sender, {}, {}, false, {}, Clock::now(), true, false});
@@ -360,8 +384,11 @@ Result<std::uint32_t> Receiver::connect(const NetAddr& sender, std::chrono::mill
   for (const RegionMemory& r : im.config.regions) ranges.push_back({r.ptr, r.length, r.device});
   auto registered = im.engine.reg_mrs(ranges);
   if (!registered.ok()) {
-    std::lock_guard lock(im.mutex);
-    im.sources[index].alive = false;
+    {
+      std::lock_guard lock(im.mutex);
+      im.sources[index].alive = false;
+    }
+    im.changed.notify_all();  // a concurrent connect() to the same rank waits on this one
     return registered.status();
   }
   std::vector<Registered> regions = std::move(registered).value();
@@ -373,8 +400,11 @@ Result<std::uint32_t> Receiver::connect(const NetAddr& sender, std::chrono::mill
   }
   if (auto st = im.link.send(sender, msg::Hello{im.engine.main_address(), im.config.layout, descs});
       !st.ok()) {
-    std::lock_guard lock(im.mutex);
-    im.sources[index].alive = false;
+    {
+      std::lock_guard lock(im.mutex);
+      im.sources[index].alive = false;
+    }
+    im.changed.notify_all();
     return st;
   }
   std::unique_lock lock(im.mutex);
@@ -384,7 +414,10 @@ Result<std::uint32_t> Receiver::connect(const NetAddr& sender, std::chrono::mill
   Impl::Source& s = im.sources[index];
   if (!answered || !s.hello_error.ok()) {
     s.alive = false;
-    return answered ? s.hello_error
+    const Status refused = s.hello_error;  // `s` may move once the lock is dropped
+    lock.unlock();
+    im.changed.notify_all();
+    return answered ? refused
                     : Status(Errc::timeout, fmt::format("KV receiver: prefill rank {} did not "
                                                         "answer within {} ms",
                                                         sender.describe(), timeout.count()));
@@ -404,13 +437,14 @@ Result<KvLayout> Receiver::source_layout(std::uint32_t source) const {
 Result<std::uint64_t> Receiver::request(std::string id, std::vector<std::uint32_t> pages,
                                         std::uint32_t num_tokens,
                                         std::span<const std::uint32_t> source_list,
-                                        std::optional<Tail> tail) {
+                                        std::optional<Tail> tail, std::uint32_t src_first) {
   auto& im = *impl_;
   const KvLayout& mine = im.config.layout;
   if (id.empty() || id.size() > msg::kMaxIdBytes) {
     return Status(Errc::invalid_argument, "KV receiver: request ids are 1-256 bytes");
   }
-  if (num_tokens == 0 || source_list.empty()) {
+  if (num_tokens == 0 || source_list.empty() ||
+      std::uint64_t{src_first} + num_tokens > std::numeric_limits<std::uint32_t>::max()) {
     return Status(Errc::invalid_argument, "KV receiver: a request needs tokens and sources");
   }
   if (pages.size() != (num_tokens + mine.tokens_per_page - 1) / mine.tokens_per_page) {
@@ -459,7 +493,8 @@ Result<std::uint64_t> Receiver::request(std::string id, std::vector<std::uint32_
       const Route& r = (*routes)[i];
       const std::uint32_t s = source_list[r.source];
       const KvLayout& src = im.sources[s].layout;
-      auto runs = plan_runs(src, mine, r.heads, TokenRange{0, num_tokens});
+      auto runs = plan_runs(src, mine, r.heads, TokenRange{src_first, src_first + num_tokens},
+                            src_first);
       if (!runs.ok()) return runs.status();
       Impl::Leg leg{s, r.heads, sender_imm_count(runs->size(), src), false, false};
       entry.total += leg.expected;
@@ -468,6 +503,7 @@ Result<std::uint64_t> Receiver::request(std::string id, std::vector<std::uint32_
       q.imm = imm;
       q.fingerprint = mine.fingerprint();
       q.num_tokens = num_tokens;
+      q.src_first = src_first;
       q.heads = r.heads;
       q.expected_imms = leg.expected;
       if (tail && i == 0) {

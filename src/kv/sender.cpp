@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <thread>
 #include <unordered_map>
 #include <variant>
@@ -108,10 +109,12 @@ struct Sender::Impl : std::enable_shared_from_this<Sender::Impl> {
               fmt::format("layout fingerprint {:016x} differs from the prefiller's {:016x}",
                           q.fingerprint, mine.fingerprint())};
     }
-    // A prefix is fine: a decoder may compute the last prompt token itself.
-    if (q.num_tokens == 0 || q.num_tokens > e.num_tokens) {
-      return {Errc::invalid_argument, fmt::format("request for {} tokens, the prefill has {}",
-                                                  q.num_tokens, e.num_tokens)};
+    // A prefix is fine: a decoder may compute the last prompt token itself; and it may start
+    // past a prefix it holds already (src_first).
+    if (q.num_tokens == 0 || std::uint64_t{q.src_first} + q.num_tokens > e.num_tokens) {
+      return {Errc::invalid_argument,
+              fmt::format("request for {} tokens from token {}, the prefill has {}", q.num_tokens,
+                          q.src_first, e.num_tokens)};
     }
     if (q.pages.size() != pages_for(q.num_tokens, p.layout.tokens_per_page)) {
       return {Errc::invalid_argument,
@@ -124,7 +127,8 @@ struct Sender::Impl : std::enable_shared_from_this<Sender::Impl> {
                                                 q.pages[i], i, p.layout.num_pages)};
       }
     }
-    auto runs = plan_runs(mine, p.layout, q.heads, TokenRange{0, q.num_tokens});
+    const TokenRange wanted{q.src_first, q.src_first + q.num_tokens};
+    auto runs = plan_runs(mine, p.layout, q.heads, wanted, q.src_first);
     if (!runs.ok()) return runs.status();
     const std::uint64_t expected = sender_imm_count(runs->size(), mine);
     if (expected != q.expected_imms) {
@@ -134,12 +138,12 @@ struct Sender::Impl : std::enable_shared_from_this<Sender::Impl> {
     }
     auto batch = make_batch(mine, e.pages, p.layout, q.pages, *runs);
     if (!batch.ok()) return batch.status();
-    t.cached_range = TokenRange{0, q.num_tokens};
+    t.cached_range = wanted;
     t.cached = std::move(*batch);
     t.align = chunk_alignment(mine, p.layout);
     for (const auto& [layer, range] : e.chunks) {
-      const std::uint32_t end = std::min(range.end, q.num_tokens);
-      if (end != q.num_tokens && end % t.align != 0) {
+      const std::uint32_t end = std::min(range.end, wanted.end);
+      if (end != wanted.end && end > wanted.begin && end % t.align != 0) {
         return {Errc::invalid_argument,
                 fmt::format("a chunk ends at token {}, not a multiple of {}", range.end, t.align)};
       }
@@ -156,10 +160,12 @@ struct Sender::Impl : std::enable_shared_from_this<Sender::Impl> {
   Status queue_chunk(Actions& a, const std::string& id, Entry& e, Transfer& t,
                      std::uint32_t layer, TokenRange range) {
     const Peer& p = peers.at(t.peer);
-    range.end = std::min(range.end, t.req.num_tokens);
-    if (range.begin >= range.end) return Status::success();  // past the decoder's prefix
+    // Only the tokens the decoder wants: [src_first, src_first + num_tokens).
+    range.begin = std::max(range.begin, t.req.src_first);
+    range.end = std::min(range.end, wanted_end(t));
+    if (range.begin >= range.end) return Status::success();  // outside what the decoder wants
     if (!(t.cached_range == range)) {
-      auto runs = plan_runs(config.layout, p.layout, t.req.heads, range);
+      auto runs = plan_runs(config.layout, p.layout, t.req.heads, range, t.req.src_first);
       if (!runs.ok()) return runs.status();
       auto batch = make_batch(config.layout, e.pages, p.layout, t.req.pages, *runs);
       if (!batch.ok()) return batch.status();
@@ -178,11 +184,14 @@ struct Sender::Impl : std::enable_shared_from_this<Sender::Impl> {
     return Status::success();
   }
 
-  // Every layer has been written up to the decoder's token count: the tail may follow.
+  // One past the last source token the decoder wants.
+  static std::uint32_t wanted_end(const Transfer& t) { return t.req.src_first + t.req.num_tokens; }
+
+  // Every layer has been written up to the decoder's last wanted token: the tail may follow.
   static bool ready_for_tail(const Entry& e, const Transfer& t) {
     if (t.tail_posted) return false;
     for (std::uint32_t d : e.done_tokens) {
-      if (d < t.req.num_tokens) return false;
+      if (d < wanted_end(t)) return false;
     }
     return true;
   }
@@ -554,8 +563,8 @@ Status Sender::layer_done(std::string_view id, std::uint32_t layer, TokenRange t
                           layer, tokens.begin, tokens.end, e.done_tokens[layer], e.num_tokens)};
     }
     for (const auto& t : e.transfers) {
-      const std::uint32_t end = std::min(tokens.end, t->req.num_tokens);
-      if (end != t->req.num_tokens && end % t->align != 0) {
+      const std::uint32_t end = std::min(tokens.end, Impl::wanted_end(*t));
+      if (end != Impl::wanted_end(*t) && end > t->req.src_first && end % t->align != 0) {
         return {Errc::invalid_argument,
                 fmt::format("KV sender: chunk end {} is not a multiple of {} (both sides' page "
                             "boundaries)",

@@ -1,6 +1,7 @@
 // The KV messages: every type round-trips, and every truncation or corruption of a valid message
 // is a clear Errc::malformed, never a crash.
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "fabric/kv/layout.hpp"
@@ -25,6 +26,7 @@ std::vector<Body> samples() {
   q.imm = 99;
   q.fingerprint = layout().fingerprint();
   q.num_tokens = 70;
+  q.src_first = 64;
   q.heads = {1, 3};
   q.expected_imms = 17;
   q.writes_tail = true;
@@ -51,6 +53,7 @@ TEST(KvMessages, RoundTrip) {
   EXPECT_EQ(q.pages, (std::vector<std::uint32_t>{5, 1, 7}));
   EXPECT_EQ(q.tail, desc());
   EXPECT_EQ(q.heads, (HeadRange{1, 3}));
+  EXPECT_EQ(q.src_first, 64u);
 }
 
 TEST(KvMessages, TruncatedOrExtendedIsMalformed) {
@@ -69,8 +72,11 @@ TEST(KvMessages, TruncatedOrExtendedIsMalformed) {
 TEST(KvMessages, WrongVersionMagicOrLayoutIsMalformed) {
   auto bytes = encode(5, samples()[0]);
   auto v = bytes;
-  v[3] = std::byte{2};
-  EXPECT_NE(decode(v).status().message().find("version 2"), std::string::npos);
+  v[3] = std::byte{kVersion + 1};  // a newer peer
+  EXPECT_NE(decode(v).status().message().find(fmt::format("version {}", kVersion + 1)),
+            std::string::npos);
+  v[3] = std::byte{1};  // version 1 had no src_first in REQUEST
+  EXPECT_EQ(decode(v).status().code(), Errc::malformed);
   auto mg = bytes;
   mg[0] = std::byte{'X'};
   EXPECT_EQ(decode(mg).status().code(), Errc::malformed);

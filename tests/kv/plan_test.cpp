@@ -144,3 +144,51 @@ TEST(KvRoutes, ReplicasAreSpreadOverDecodeRanks) {
 
 }  // namespace
 }  // namespace fabric::kv
+
+namespace fabric::kv {
+namespace {
+
+// A decoder that holds a prefix asks for the rest only: destination token t is source token
+// src_first + t, every entry of the wanted tokens lands, nothing before src_first is written,
+// and the count equals the count of the same tokens planned without the shift.
+TEST(KvPlan, SourceOffsetSkipsTheHeldPrefix) {
+  const KvLayout src = vllm_hnd(shape(16, {0, kHeads}));
+  const KvLayout dst = vllm_nhd(shape(32, {0, kHeads}));
+  const std::uint32_t first = 64;  // a multiple of lcm(16, 32)
+  const std::uint32_t tokens = 70;
+  auto runs = plan_runs(src, dst, {0, kHeads}, TokenRange{first, first + tokens}, first);
+  ASSERT_TRUE(runs.ok()) << runs.status().to_string();
+  auto unshifted = plan_runs(src, dst, {0, kHeads}, TokenRange{first, first + tokens});
+  ASSERT_TRUE(unshifted.ok());
+  EXPECT_EQ(runs->size(), unshifted->size());
+  std::vector<std::uint8_t> a(src.span_bytes()), b(dst.span_bytes(), 0xEE);
+  std::iota(a.begin(), a.end(), 0);
+  for (const kv::Run& r : *runs) {  // kv::Run, not gtest's Test::Run
+    // Source pages index the prefill's whole list, destination pages the decoder's from 0.
+    ASSERT_LT(r.dst_page, (tokens + 31) / 32);
+    const std::uint64_t so = std::uint64_t{r.src_page} * src.page_stride + r.src_offset;
+    const std::uint64_t d = std::uint64_t{r.dst_page} * dst.page_stride + r.dst_offset;
+    std::memcpy(b.data() + d, a.data() + so, r.length);
+  }
+  for (std::uint32_t h = 0; h < kHeads; ++h) {
+    for (std::uint32_t t = 0; t < tokens; ++t) {
+      const std::uint32_t s = first + t;
+      const std::uint64_t so = src.offset(0, 0, s / 16, h, s % 16);
+      const std::uint64_t d = dst.offset(0, 0, t / 32, h, t % 32);
+      ASSERT_EQ(std::memcmp(b.data() + d, a.data() + so, src.entry_bytes()), 0)
+          << "head " << h << " token " << t;
+    }
+  }
+}
+
+TEST(KvPlan, SourceOffsetOffPageBoundaryIsRejected) {
+  const KvLayout src = vllm_hnd(shape(16, {0, kHeads}));
+  const KvLayout dst = vllm_nhd(shape(32, {0, kHeads}));
+  auto runs = plan_runs(src, dst, {0, kHeads}, TokenRange{16, 40}, 16);  // lcm is 32
+  ASSERT_FALSE(runs.ok());
+  EXPECT_EQ(runs.status().code(), Errc::invalid_argument);
+  EXPECT_FALSE(plan_runs(src, dst, {0, kHeads}, TokenRange{0, 40}, 32).ok());  // before it
+}
+
+}  // namespace
+}  // namespace fabric::kv

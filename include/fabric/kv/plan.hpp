@@ -43,6 +43,15 @@ struct Run {
 [[nodiscard]] Result<std::vector<Run>> plan_runs(const KvLayout& src, const KvLayout& dst,
                                                  HeadRange heads, TokenRange tokens);
 
+// As plan_runs, for a decoder that wants the source's tokens from `src_first` on (the rest it
+// holds already, e.g. in its prefix cache): destination token t is source token src_first + t,
+// and `tokens` are source tokens, at or past src_first. src_first must be a multiple of
+// chunk_alignment(src, dst), so that every run has the same shape as without the shift and both
+// sides count the same immediates.
+[[nodiscard]] Result<std::vector<Run>> plan_runs(const KvLayout& src, const KvLayout& dst,
+                                                 HeadRange heads, TokenRange tokens,
+                                                 std::uint32_t src_first);
+
 // Chunked prefill sends a token range in passes; a pass boundary must be a page boundary on both
 // sides (a multiple of lcm(tokens_per_page)) so the runs, and so the count, do not depend on how
 // the request was chunked.

@@ -57,16 +57,21 @@ class Receiver {
   Receiver& operator=(const Receiver&) = delete;
 
   // Introduces this receiver to a prefill rank and learns its layout; returns its source index.
+  // Calls for a rank already connected return its index; concurrent calls for the same rank
+  // wait for the one handshake in flight.
   Result<std::uint32_t> connect(const NetAddr& sender, std::chrono::milliseconds timeout);
   // The layout a connected source reported.
   [[nodiscard]] Result<KvLayout> source_layout(std::uint32_t source) const;
 
   // Asks `sources` (indices from connect; the prefill ranks of the request's instance) for
   // request `id`: num_tokens tokens into pages (token t in pages[t / tokens_per_page]).
-  // Returns the number of immediates expected.
+  // Returns the number of immediates expected. src_first: the prefill's tokens before it are
+  // held here already (a local prefix-cache hit), so page t holds the prefill's token
+  // src_first + t; a multiple of both sides' page sizes (chunk_alignment).
   Result<std::uint64_t> request(std::string id, std::vector<std::uint32_t> pages,
                                 std::uint32_t num_tokens, std::span<const std::uint32_t> sources,
-                                std::optional<Tail> tail = std::nullopt);
+                                std::optional<Tail> tail = std::nullopt,
+                                std::uint32_t src_first = 0);
   // Ends the request; it turns cancelled once no write of it can land (the senders
   // acknowledged, or were fenced, or, where fencing is impossible, after the quarantine).
   Status cancel(std::string_view id);
