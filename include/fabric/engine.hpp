@@ -21,6 +21,7 @@
 #include "fabric/post_timing.hpp"
 #include "fabric/requests.hpp"
 #include "fabric/status.hpp"
+#include "fabric/threads.hpp"
 #include "fabric/topology.hpp"
 #include "fabric/verbs_config.hpp"
 #include "fabric/watcher.hpp"
@@ -36,8 +37,8 @@ struct GroupConfig {
   // As EngineConfig::nics, for this group's Domains; empty: what the topology
   // plan (or the provider default) gives the group at this position.
   std::vector<std::string> nics;
-  // Where the group's worker runs; empty: the plan's CPUs for the group under
-  // EngineConfig::pinning (anywhere when pinning is off).
+  // Where the group's worker runs, within EngineConfig::thread_cpus; empty: the plan's CPUs for
+  // the group under EngineConfig::pinning (all thread_cpus when pinning is off).
   CpuSet cpus;
 };
 
@@ -124,6 +125,13 @@ struct EngineConfig {
   // Where the worker runs: unset picks default_pinning() (off below 4 usable
   // CPUs, numa otherwise); the CPUs come from detect_topology()'s group plan.
   std::optional<Pinning> pinning;
+  // Where every thread that the engine and the workloads on it start may run: the workers, the
+  // callback thread, the watcher, the KV ticker, MoE helpers (docs/concepts.md, "Threads and
+  // CPUs"). Empty: FABRIC_CPUS when set, else every CPU of the process (its cgroup's cpuset).
+  // Never the mask of the thread that calls create(): a host that pinned that thread to one
+  // core would otherwise pin the engine there too. A worker under `pinning` runs on its plan's
+  // CPUs within these. create() fails with invalid_argument when none of them is usable.
+  CpuSet thread_cpus;
   // Verbs backend only.
   VerbsConfig verbs;
   // Stamp every request on its way to the NIC (take_post_timings). Costs a
@@ -141,7 +149,7 @@ Result<std::vector<DomainNic>> resolve_domain_nics(const EngineConfig& config);
 // What one group of a running engine got.
 struct GroupInfo {
   int gpu = -1;                 // the CUDA device whose memory it registers; -1 none
-  CpuSet cpus;                  // where its worker was pinned; empty: not pinned
+  CpuSet cpus;                  // where its worker runs (pinning within thread_cpus)
   std::vector<DomainNic> nics;  // Domain i's NIC at [i]
 };
 
@@ -160,6 +168,8 @@ class TransferEngine {
 
   [[nodiscard]] const NetAddr& main_address() const noexcept;
   [[nodiscard]] const EngineConfig& config() const noexcept;
+  // Where this engine's threads run and why; workloads start theirs there too.
+  [[nodiscard]] const ThreadCpus& thread_cpus() const noexcept;
   // Domains per group.
   [[nodiscard]] std::size_t num_domains() const noexcept;
   [[nodiscard]] std::size_t num_groups() const noexcept;

@@ -32,6 +32,7 @@ from ._native import (
     UnsupportedError,
     Watcher,
     __version__,
+    library_threads,
 )
 from ._signals import restore_interpreter_handlers
 
@@ -77,6 +78,7 @@ __all__ = [
     "Watcher",
     "__version__",
     "all_gather_bytes",
+    "library_threads",
     "paged_writes_imm_count",
     "scatter_imm_count",
     "single_write_imm_count",

@@ -274,8 +274,9 @@ class Engine:
         groups: int | None = None,
         host_group: int = 0,
         post_on_submit: bool = False,
+        thread_cpus: str = "",
     ) -> None:
-        """Opens the provider's Domains and starts the worker and callback threads. provider: "shm", "tcp", "sockets", "udp", "efa", "auto" or any libfabric provider string. backend: "libfabric" or "verbs" (RC NICs; verbs_device picks one, empty: every active port). Raises NotFoundError or UnsupportedError if the provider cannot be used."""
+        """Opens the provider's Domains and starts the worker and callback threads. provider: "shm", "tcp", "sockets", "udp", "efa", "auto" or any libfabric provider string. backend: "libfabric" or "verbs" (RC NICs; verbs_device picks one, empty: every active port). thread_cpus (cpulist, "2-3"): where every thread of the engine runs; empty: FABRIC_CPUS, else the process's CPUs, never the creating thread's mask. Raises NotFoundError or UnsupportedError if the provider cannot be used."""
 
     @property
     def main_address(self) -> NetAddr:
@@ -300,6 +301,10 @@ class Engine:
     @property
     def outstanding_requests(self) -> int:
         """Requests submitted and not yet completed (a snapshot). Raises ShutdownError after stop()."""
+
+    @property
+    def thread_cpus(self) -> str:
+        """The CPUs (cpulist) every thread of this engine runs on. Raises ShutdownError after stop()."""
 
     @property
     def callback_errors(self) -> int:
@@ -414,3 +419,6 @@ class Engine:
 
     def __enter__(self) -> Self: ...
     def __exit__(self, *args: object) -> bool: ...
+
+def library_threads() -> list[tuple[str, int, str]]:
+    """Every running thread that fabric-lib started, as (name, tid, cpulist) tuples: where each placed itself (docs/concepts.md, "Threads and CPUs")."""

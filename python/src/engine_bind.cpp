@@ -35,11 +35,13 @@ void bind_engine(py::module_& m) {
            py::arg("idle_sleep_us") = d.idle_sleep.count(), py::arg("backend") = "libfabric",
            py::arg("verbs_device") = d.verbs.device, py::arg("groups") = py::none(),
            py::arg("host_group") = d.host_group, py::arg("post_on_submit") = d.post_on_submit,
+           py::arg("thread_cpus") = "",
            "Opens the provider's Domains and starts the worker and callback threads. provider: "
            "\"shm\", \"tcp\", \"sockets\", \"udp\", \"efa\", \"auto\" or any libfabric provider "
            "string. backend: \"libfabric\" or \"verbs\" (RC NICs; verbs_device picks one, empty: "
-           "every active port). Raises NotFoundError or UnsupportedError if the provider cannot "
-           "be used.")
+           "every active port). thread_cpus (cpulist, \"2-3\"): where every thread of the engine "
+           "runs; empty: FABRIC_CPUS, else the process's CPUs, never the creating thread's mask. "
+           "Raises NotFoundError or UnsupportedError if the provider cannot be used.")
       .def_property_readonly(
           "main_address", [](const PyEngine& e) { return e.address(); },
           "This engine's NetAddr; hand it to peers out of band.")
@@ -59,6 +61,14 @@ void bind_engine(py::module_& m) {
             return e.call_released([](TransferEngine& t) { return t.outstanding_requests(); });
           },
           "Requests submitted and not yet completed (a snapshot). Raises ShutdownError after "
+          "stop().")
+      .def_property_readonly(
+          "thread_cpus",
+          [](PyEngine& e) {
+            return e.call_released(
+                [](TransferEngine& t) { return t.thread_cpus().cpus.to_string(); });
+          },
+          "The CPUs (cpulist) every thread of this engine runs on. Raises ShutdownError after "
           "stop().")
       .def_property_readonly(
           "callback_errors", [](PyEngine& e) { return e.hub().errors(); },

@@ -65,8 +65,9 @@ std::unique_ptr<PyEngine> make_engine(
     bool busy_poll, std::optional<bool> delivery_complete, std::int64_t idle_spin_us,
     std::int64_t idle_yield_us, std::int64_t idle_sleep_us, const std::string& backend,
     const std::string& verbs_device, std::optional<std::int64_t> groups, std::int64_t host_group,
-    bool post_on_submit) {
+    bool post_on_submit, const std::string& thread_cpus) {
   EngineConfig c;
+  if (!thread_cpus.empty()) c.thread_cpus = take(CpuSet::parse(thread_cpus));
   if (groups) c.groups.assign(to_u32(*groups, "groups"), GroupConfig{});
   c.host_group = to_u32(host_group, "host_group");
   if (backend == "verbs") {

@@ -6,6 +6,7 @@
 #include "engine.hpp"
 #include "errors.hpp"
 #include "fabric/requests.hpp"
+#include "fabric/threads.hpp"
 #include "fabric/version.hpp"
 #include "memory.hpp"
 #include "requests.hpp"
@@ -34,6 +35,17 @@ PYBIND11_MODULE(_native, m) {
   bind_watcher(m);
   bind_engine(m);
   bind_weights(m);
+  m.def(
+      "library_threads",
+      [] {
+        py::list out;
+        for (const auto& t : fabric::library_threads()) {
+          out.append(py::make_tuple(t.name, t.tid, t.cpus.to_string()));
+        }
+        return out;
+      },
+      "Every running thread that fabric-lib started, as (name, tid, cpulist) tuples: where each "
+      "placed itself (docs/concepts.md, \"Threads and CPUs\").");
   // Engine threads must be joined while the interpreter can still take their calls.
   py::module_::import("atexit").attr("register")(
       py::cpp_function([] { PyEngine::stop_all(); }, py::name("_stop_all_engines")));

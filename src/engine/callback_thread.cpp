@@ -4,10 +4,12 @@
 #include <exception>
 
 #include "common/log.hpp"
+#include "fabric/threads.hpp"
 
 namespace fabric::engine {
 
-CallbackThread::CallbackThread() : thread_([this] { run(); }) {}
+CallbackThread::CallbackThread(CpuSet cpus)
+    : thread_([this, cpus = std::move(cpus)] { run(cpus); }) {}
 
 CallbackThread::~CallbackThread() { stop(); }
 
@@ -28,7 +30,8 @@ bool CallbackThread::on_this_thread() const noexcept {
   return std::this_thread::get_id() == thread_.get_id();
 }
 
-void CallbackThread::run() {
+void CallbackThread::run(const CpuSet& cpus) {
+  const PlacedThread placed("fabric-cb", cpus);
   Job job;
   for (;;) {
     if (tasks_.wait_dequeue_timed(job, std::chrono::milliseconds(100))) {

@@ -9,6 +9,7 @@
 
 #include "fabric/completion.hpp"
 #include "fabric/status.hpp"
+#include "fabric/topology.hpp"
 
 namespace fabric::engine {
 
@@ -16,7 +17,8 @@ class CallbackThread {
  public:
   using Task = std::function<void()>;
 
-  CallbackThread();
+  // The thread runs on `cpus` (empty: wherever it was created), named fabric-cb.
+  explicit CallbackThread(CpuSet cpus = {});
   ~CallbackThread();  // stop()s
   CallbackThread(const CallbackThread&) = delete;
   CallbackThread& operator=(const CallbackThread&) = delete;
@@ -30,7 +32,7 @@ class CallbackThread {
   [[nodiscard]] bool on_this_thread() const noexcept;
 
  private:
-  void run();
+  void run(const CpuSet& cpus);
 
   // Either a task or a completion; an empty job (neither) wakes the thread for stop().
   struct Job {

@@ -4,6 +4,7 @@
 // (stuck inside a provider, engine/abandoned.hpp) keep it alive after the engine is gone.
 
 #include <cstdint>
+#include <utility>
 
 #include "engine/admission.hpp"
 #include "engine/callback_thread.hpp"
@@ -12,8 +13,9 @@
 namespace fabric::engine {
 
 struct EngineShared {
-  explicit EngineShared(std::uint32_t max_outstanding_requests)
-      : admission(max_outstanding_requests),
+  EngineShared(std::uint32_t max_outstanding_requests, CpuSet thread_cpus)
+      : callbacks(std::move(thread_cpus)),
+        admission(max_outstanding_requests),
         imms([this](ImmCallback cb, std::uint32_t imm, std::uint64_t count) {
           callbacks.post([cb = std::move(cb), imm, count] {
             if (cb) cb(imm, count);

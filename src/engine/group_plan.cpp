@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include "common/log.hpp"
+#include "fabric/threads.hpp"
+#include "threads/process_cpus.hpp"
 #include "topology/host_topology.hpp"
 
 namespace fabric::engine {
@@ -32,7 +34,11 @@ Result<std::vector<PlannedGroup>> plan_groups(const EngineConfig& config) {
                   "EngineConfig::nics and EngineConfig::groups are both set: give each group's "
                   "NICs in GroupConfig::nics");
   }
-  const Pinning pinning = config.pinning.value_or(default_pinning());
+  // Counted over the CPUs the engine's threads may use, not the caller's mask: a host thread
+  // pinned to one core must not switch pinning off for an engine that runs on eight.
+  const auto thread_cpus = engine_thread_cpus(config.thread_cpus);
+  const Pinning pinning =
+      config.pinning.value_or(default_pinning(thread_cpus ? thread_cpus->cpus.size() : 1));
   // The plan is read only where something needs it: pinning, the default group list.
   const bool need_plan = pinning != Pinning::off || config.groups.empty();
   static const Result<Topology> kNone = Status(Errc::not_found, "not probed");
@@ -73,6 +79,16 @@ Result<std::vector<PlannedGroup>> plan_groups(const EngineConfig& config) {
     out.push_back(std::move(p));
   }
   return out;
+}
+
+CpuSet worker_thread_cpus(const CpuSet& planned, const CpuSet& engine_threads) {
+  CpuSet both = threads::intersect(planned, engine_threads);
+  if (both.empty() && !planned.empty()) {
+    log::warn("pinning planned CPUs {} outside the engine's thread CPUs {}: the worker uses "
+              "the latter",
+              planned.to_string(), engine_threads.to_string());
+  }
+  return both.empty() ? engine_threads : both;
 }
 
 Result<std::uint32_t> owning_group(std::span<const GroupInfo> groups, std::uint32_t host_group,

@@ -14,13 +14,17 @@ namespace fabric::engine {
 
 struct PlannedGroup {
   int gpu = -1;
-  CpuSet cpus;              // where the worker is pinned; empty: anywhere
+  CpuSet cpus;              // where pinning puts the worker; empty: anywhere
   EngineConfig open;        // the engine's config with `nics` set to this group's entries
   std::size_t plan_index = 0;  // its entry in Topology::groups (NIC choice from the plan)
 };
 
 // invalid_argument for too many groups, or nics given both engine-wide and per group.
 Result<std::vector<PlannedGroup>> plan_groups(const EngineConfig& config);
+
+// Where a group's worker runs: the plan's CPUs (EngineConfig::pinning) within the engine's
+// thread CPUs, or all of those where the plan names none of them or none at all.
+CpuSet worker_thread_cpus(const CpuSet& planned, const CpuSet& engine_threads);
 
 // reg_mr's group (docs/api.md, "Which group owns memory"): `named` when given (invalid_argument
 // past the last group), else the first group whose GPU is `device`, else `host_group`.

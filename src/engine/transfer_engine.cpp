@@ -25,10 +25,14 @@ using engine::OpKind;
 using engine::OpPtr;
 
 struct TransferEngine::Impl {
-  explicit Impl(const EngineConfig& c)
-      : config(c), shared(std::make_shared<engine::EngineShared>(c.max_outstanding_requests)) {}
+  Impl(const EngineConfig& c, ThreadCpus t)
+      : config(c),
+        threads(std::move(t)),
+        shared(std::make_shared<engine::EngineShared>(c.max_outstanding_requests, threads.cpus)) {}
 
   EngineConfig config;
+  // Where every thread of this engine runs (fabric/threads.hpp), whoever called create().
+  ThreadCpus threads;
   NetAddr address;
   std::vector<GroupInfo> group_info;
   engine::LocalIdentity identity;
@@ -184,7 +188,9 @@ Result<std::unique_ptr<TransferEngine>> TransferEngine::create(const EngineConfi
                               config.host_group, planned->size()));
   }
 
-  auto impl = std::make_unique<Impl>(config);
+  auto thread_cpus = engine_thread_cpus(config.thread_cpus);
+  if (!thread_cpus) return thread_cpus.status();
+  auto impl = std::make_unique<Impl>(config, std::move(thread_cpus).value());
   engine::EngineShared& shared = *impl->shared;
   for (std::size_t g = 0; g < planned->size(); ++g) {
     impl->workers.push_back(std::make_unique<engine::Worker>(
@@ -193,7 +199,7 @@ Result<std::unique_ptr<TransferEngine>> TransferEngine::create(const EngineConfi
   // Every group opens its Domains on its own worker at once; then they are checked in order.
   for (std::size_t g = 0; g < planned->size(); ++g) {
     const engine::PlannedGroup& plan = (*planned)[g];
-    impl->workers[g]->start(plan.cpus, [open = plan.open, index = plan.plan_index] {
+    impl->workers[g]->start(engine::worker_thread_cpus(plan.cpus, impl->threads.cpus), [open = plan.open, index = plan.plan_index] {
       return domain::open_domains(open, index);
     });
   }
@@ -219,7 +225,9 @@ Result<std::unique_ptr<TransferEngine>> TransferEngine::create(const EngineConfi
     }
     for (auto& a : opened->addresses) addresses.push_back(std::move(a));
     impl->group_info.push_back(
-        GroupInfo{(*planned)[g].gpu, (*planned)[g].cpus, std::move(opened->nics)});
+        GroupInfo{(*planned)[g].gpu,
+                  engine::worker_thread_cpus((*planned)[g].cpus, impl->threads.cpus),
+                  std::move(opened->nics)});
   }
   std::random_device rd;
   const std::uint64_t instance = (std::uint64_t{rd()} << 32) ^ rd();
@@ -242,11 +250,13 @@ Result<std::unique_ptr<TransferEngine>> TransferEngine::create(const EngineConfi
     return failed;
   }
   log::info("engine up: {}", impl->address.describe());
+  log::info("engine threads: fabric-cb, fabric-watch on CPUs {} ({})",
+            impl->threads.cpus.to_string(), impl->threads.source);
   for (std::size_t g = 0; g < impl->group_info.size(); ++g) {
     const GroupInfo& info = impl->group_info[g];
     for (std::size_t i = 0; i < info.nics.size(); ++i) {
-      log::info("group {} (gpu {}, cpus {}) Domain {} ({}): {}", g, info.gpu,
-                info.cpus.empty() ? "any" : info.cpus.to_string(), i, impl->identity.provider,
+      log::info("group {} (gpu {}, fabric-wk{} on CPUs {}) Domain {} ({}): {}", g, info.gpu, g,
+                info.cpus.to_string(), i, impl->identity.provider,
                 info.nics[i].to_string());
     }
   }
@@ -255,6 +265,7 @@ Result<std::unique_ptr<TransferEngine>> TransferEngine::create(const EngineConfi
 
 const NetAddr& TransferEngine::main_address() const noexcept { return impl_->address; }
 const EngineConfig& TransferEngine::config() const noexcept { return impl_->config; }
+const ThreadCpus& TransferEngine::thread_cpus() const noexcept { return impl_->threads; }
 std::size_t TransferEngine::num_domains() const noexcept { return impl_->address.num_domains(); }
 std::size_t TransferEngine::num_groups() const noexcept { return impl_->group_info.size(); }
 const std::vector<DomainNic>& TransferEngine::domain_nics() const noexcept {
@@ -715,7 +726,11 @@ Result<Watcher> TransferEngine::alloc_uvm_watcher(WatchCallback callback, Watche
   if (!entry.open()) return Impl::shut();
   if (!callback) return Status(Errc::invalid_argument, "alloc_uvm_watcher needs a callback");
   std::lock_guard lock(impl_->watcher_mutex);
-  if (!impl_->watcher) impl_->watcher = std::make_unique<watcher::WatcherThread>();
+  if (!impl_->watcher) {
+    watcher::WatcherOptions options;
+    options.cpus = impl_->threads.cpus;
+    impl_->watcher = std::make_unique<watcher::WatcherThread>(std::move(options));
+  }
   return impl_->watcher->alloc(std::move(callback), memory);
 }
 

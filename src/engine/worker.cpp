@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "common/log.hpp"
+#include "fabric/threads.hpp"
 
 namespace fabric::engine {
 
@@ -50,11 +51,7 @@ Status Worker::adopt(std::vector<std::unique_ptr<domain::Domain>> domains) {
 
 void Worker::start(CpuSet cpus, Opener open) {
   thread_ = std::thread([this, cpus = std::move(cpus), open = std::move(open)] {
-    if (!cpus.empty()) {
-      if (auto st = pin_current_thread(cpus); !st.ok()) {
-        log::warn("group {}: worker stays unpinned: {}", index_, st.to_string());
-      }
-    }
+    const PlacedThread placed(fmt::format("fabric-wk{}", index_), cpus);
     // Opened here, after pinning: the provider's queues and our per-Domain state are first
     // touched on the group's NUMA node (docs/topology.md).
     auto opened = open();

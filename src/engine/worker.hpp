@@ -55,7 +55,8 @@ class Worker {
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
-  // Runs the worker thread: restricts it to `cpus` (empty: anywhere), opens the Domains and
+  // Runs the worker thread, named fabric-wk<group>: restricts it to `cpus` (empty: the mask it
+  // was created with), opens the Domains and
   // allocates their state there (so it lands on the group's NUMA node), then serves requests.
   void start(CpuSet cpus, Opener open);
   // What start() opened, or why it failed; timeout if the thread did not say within `timeout`.

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "fabric/threads.hpp"
+
 namespace fabric::kv {
 
 Link::Link(TransferEngine& engine, Liveness liveness) : engine_(engine), liveness_(liveness) {}
@@ -77,6 +79,9 @@ Status Link::send(const NetAddr& to, const msg::Body& body,
 }
 
 void Link::run() {
+  // The ticker sends heartbeats and judges silence: it runs where the engine's threads do, never
+  // on the CPU of a host thread that created the Sender or Receiver and may spin there.
+  const PlacedThread placed("fabric-kv-tick", engine_.thread_cpus().cpus);
   std::unique_lock lock(mutex_);
   while (!stopping_) {
     cv_.wait_for(lock, tick(), [this] { return stopping_ || woken_; });

@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "fabric/threads.hpp"
+
 namespace fabric::moe {
 
 float bf16_to_float(std::uint16_t bits) noexcept {
@@ -24,12 +26,26 @@ std::uint16_t float_to_bf16(float value) noexcept {
   return static_cast<std::uint16_t>(b >> 16);
 }
 
+namespace {
+CpuSet helper_cpus(const TransferEngine* engine) {
+  if (engine != nullptr) return engine->thread_cpus().cpus;
+  auto chosen = engine_thread_cpus();
+  return chosen ? std::move(chosen->cpus) : CpuSet{};
+}
+}  // namespace
+
 // Runs fn(begin, end) over [0, count) split into one contiguous part per
 // thread; the caller takes part 0. Which thread does which part never changes
 // a result: every output element is written by exactly one part.
 struct HostDevice::Pool {
-  explicit Pool(std::uint32_t threads) {
-    for (std::uint32_t i = 1; i < threads; ++i) workers.emplace_back([this, i] { loop(i); });
+  // Helpers run where the engine's threads do, not on the creator's (maybe pinned) CPU.
+  Pool(std::uint32_t threads, const CpuSet& cpus) {
+    for (std::uint32_t i = 1; i < threads; ++i) {
+      workers.emplace_back([this, i, cpus] {
+        const PlacedThread placed("fabric-moe" + std::to_string(i), cpus);
+        loop(i);
+      });
+    }
   }
   ~Pool() {
     {
@@ -91,7 +107,9 @@ struct HostDevice::Pool {
 };
 
 HostDevice::HostDevice(MoeGroup& group, ProxyMode mode, TransferEngine* engine)
-    : group_(group), mode_(mode), pool_(std::make_unique<Pool>(group.config().host_threads)) {
+    : group_(group),
+      mode_(mode),
+      pool_(std::make_unique<Pool>(group.config().host_threads, helper_cpus(engine))) {
   if (mode_ == ProxyMode::inline_steps) return;
   proxy_ = std::make_unique<Proxy>(group_);
   if (mode_ == ProxyMode::watcher) {

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "fabric/topology.hpp"
+
 namespace fabric::watcher {
 
 // Runs a delivery somewhere else (e.g. the engine's callback thread). It must
@@ -27,6 +29,8 @@ struct WatcherOptions {
   std::uint32_t max_watchers = 1u << 16;
   // Empty: callbacks run on the watcher thread itself.
   Executor executor;
+  // Where the watcher thread runs (fabric/threads.hpp); empty: engine_thread_cpus()'s default.
+  CpuSet cpus;
 };
 
 }  // namespace fabric::watcher

@@ -2,6 +2,7 @@
 
 #include <sys/prctl.h>
 
+#include "fabric/threads.hpp"
 #include "watcher/idle_policy.hpp"
 #include "watcher/watcher_pool.hpp"
 
@@ -62,6 +63,12 @@ void WatcherThread::nap(std::chrono::nanoseconds d) {
 }
 
 void WatcherThread::run() {
+  CpuSet cpus = options_.cpus;
+  if (cpus.empty()) {
+    auto chosen = engine_thread_cpus();
+    if (chosen) cpus = std::move(chosen->cpus);
+  }
+  const PlacedThread placed("fabric-watch", cpus);
   ::prctl(PR_SET_TIMERSLACK, kTimerSlackNs, 0, 0, 0);
   auto last_change = Clock::now();
   while (!stop_requested_.load(std::memory_order_acquire)) {
