@@ -61,6 +61,7 @@ Result<std::unique_ptr<Driver>> Driver::load(const std::string& path) {
     }
   }
   l.resolve(a.cuMemGetHandleForAddressRange, {"cuMemGetHandleForAddressRange"});
+  l.resolve(a.cuDeviceGetPCIBusId, {"cuDeviceGetPCIBusId"});
   return d;
 }
 

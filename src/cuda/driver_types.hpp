@@ -45,6 +45,8 @@ struct DriverApi {
                                             CUmemRangeHandleType type,
                                             unsigned long long flags) = nullptr;
   CUresult (*cuGetErrorString)(CUresult error, const char** text) = nullptr;
+  // Optional: where it is missing, GPU memory is routed by ordinal (engine/group_plan.hpp).
+  CUresult (*cuDeviceGetPCIBusId)(char* bus_id, int length, CUdevice device) = nullptr;
 };
 
 }  // namespace fabric::cuda

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/log.hpp"
+#include "cuda/device_bus_ids.hpp"
 #include "fabric/threads.hpp"
 #include "threads/process_cpus.hpp"
 #include "topology/host_topology.hpp"
@@ -21,7 +22,78 @@ CpuSet plan_cpus(const Result<Topology>& topology, std::size_t index, Pinning pi
   return worker_cpus(topology->groups[index], pinning);
 }
 
+// Asked only where the plan has GPUs: cuInit costs time, and a host without GPUs has no
+// device memory to route.
+std::optional<std::vector<std::string>> cuda_bus_ids(const Topology& topology) {
+  if (topology.gpus.empty()) return std::nullopt;
+  auto ids = cuda::visible_bus_ids();
+  if (!ids) {
+    log::info("GPU memory routed by CUDA ordinal in PCI order: {}", ids.status().to_string());
+    return std::nullopt;
+  }
+  return std::move(ids).value();
+}
+
+unsigned hex_value(std::string_view text, bool& ok) {
+  unsigned v = 0;
+  if (text.empty() || text.size() > 8) ok = false;
+  for (char c : text) {
+    const int d = c >= '0' && c <= '9'   ? c - '0'
+                  : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                  : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                         : -1;
+    if (d < 0) ok = false;
+    v = (v << 4) | static_cast<unsigned>(d < 0 ? 0 : d);
+  }
+  return v;
+}
+
 }  // namespace
+
+std::optional<std::string> canonical_busid(std::string_view busid) {
+  // [domain:]bus:device.function
+  const auto dot = busid.rfind('.');
+  if (dot == std::string_view::npos) return std::nullopt;
+  const std::string_view function = busid.substr(dot + 1);
+  std::string_view rest = busid.substr(0, dot);
+  const auto last_colon = rest.rfind(':');
+  if (last_colon == std::string_view::npos) return std::nullopt;
+  const std::string_view device = rest.substr(last_colon + 1);
+  rest = rest.substr(0, last_colon);
+  const auto colon = rest.rfind(':');
+  const std::string_view bus = colon == std::string_view::npos ? rest : rest.substr(colon + 1);
+  const std::string_view domain =
+      colon == std::string_view::npos ? std::string_view("0") : rest.substr(0, colon);
+  bool ok = true;
+  const unsigned d = hex_value(domain, ok), b = hex_value(bus, ok), v = hex_value(device, ok),
+                 f = hex_value(function, ok);
+  if (!ok || b > 0xff || v > 0x1f || f > 0x7 || d > 0xffff) return std::nullopt;
+  return fmt::format("{:04x}:{:02x}:{:02x}.{:x}", d, b, v, f);
+}
+
+std::vector<VisibleGroup> visible_groups(const Topology& topology,
+                                         const std::optional<std::vector<std::string>>& visible) {
+  std::vector<VisibleGroup> matched;
+  if (visible) {
+    for (std::size_t g = 0; g < topology.groups.size(); ++g) {
+      const int gpu = topology.groups[g].gpu;
+      if (gpu < 0 || static_cast<std::size_t>(gpu) >= topology.gpus.size()) continue;
+      const auto plan_bus = canonical_busid(topology.gpus[gpu].pci_busid);
+      if (!plan_bus) continue;
+      for (std::size_t ordinal = 0; ordinal < visible->size(); ++ordinal) {
+        if (canonical_busid((*visible)[ordinal]) == plan_bus) {
+          matched.push_back({g, static_cast<int>(ordinal)});
+          break;
+        }
+      }
+    }
+    if (!matched.empty()) return matched;
+  }
+  for (std::size_t g = 0; g < topology.groups.size(); ++g) {
+    matched.push_back({g, topology.groups[g].gpu});
+  }
+  return matched;
+}
 
 Result<std::vector<PlannedGroup>> plan_groups(const EngineConfig& config) {
   if (config.groups.size() > NetAddr::kMaxGroups) {
@@ -59,23 +131,24 @@ Result<std::vector<PlannedGroup>> plan_groups(const EngineConfig& config) {
     }
     return out;
   }
-  std::size_t n = 1;
+  std::vector<VisibleGroup> run{VisibleGroup{0, -1}};
   if (topology && !topology->groups.empty()) {
-    n = std::min(topology->groups.size(), NetAddr::kMaxGroups);
-    if (topology->groups.size() > n) {
-      log::warn("the topology plans {} groups; the engine runs the first {}",
-                topology->groups.size(), n);
+    run = visible_groups(*topology, cuda_bus_ids(*topology));
+    if (run.size() > NetAddr::kMaxGroups) {
+      log::warn("the topology plans {} groups; the engine runs the first {}", run.size(),
+                NetAddr::kMaxGroups);
+      run.resize(NetAddr::kMaxGroups);
     }
   } else if (!topology) {
     log::info("one group: topology detection failed ({})", topology.status().to_string());
   }
-  for (std::size_t g = 0; g < n; ++g) {
+  for (std::size_t g = 0; g < run.size(); ++g) {
     PlannedGroup p;
-    p.gpu = topology && g < topology->groups.size() ? topology->groups[g].gpu : -1;
-    p.cpus = plan_cpus(topology, g, pinning);
+    p.gpu = run[g].cuda_ordinal;
+    p.cpus = plan_cpus(topology, run[g].plan_index, pinning);
     p.open = config;
     if (g > 0) p.open.nics.clear();  // EngineConfig::nics names group 0's NICs
-    p.plan_index = g;
+    p.plan_index = run[g].plan_index;
     out.push_back(std::move(p));
   }
   return out;

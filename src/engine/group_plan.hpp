@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "fabric/engine.hpp"
@@ -21,6 +23,28 @@ struct PlannedGroup {
 
 // invalid_argument for too many groups, or nics given both engine-wide and per group.
 Result<std::vector<PlannedGroup>> plan_groups(const EngineConfig& config);
+
+// A group of the topology plan that an engine runs, and the CUDA ordinal its GPU has in this
+// process (-1: none).
+struct VisibleGroup {
+  std::size_t plan_index = 0;
+  int cuda_ordinal = -1;
+  friend bool operator==(const VisibleGroup&, const VisibleGroup&) = default;
+};
+
+// Which plan groups an engine runs when EngineConfig::groups is empty, and which CUDA device
+// each serves (docs/topology.md, "Which GPU a group serves"). `visible` holds the PCI bus id of
+// each CUDA ordinal of this process, ordinal i at [i] (CUDA_VISIBLE_DEVICES applied), or nothing
+// where no CUDA driver answered. With bus ids, each plan GPU is matched by its bus id: one group
+// per plan GPU this process sees, in plan order, with that GPU's ordinal; the plan's other GPUs
+// get no group. Without (or where no plan GPU is seen), every plan group, GPU g at ordinal g: the
+// PCI order, which CUDA follows with CUDA_DEVICE_ORDER=PCI_BUS_ID and all devices visible.
+std::vector<VisibleGroup> visible_groups(const Topology& topology,
+                                         const std::optional<std::vector<std::string>>& visible);
+
+// "dddd:bb:dd.f" in lower case, whatever the domain's width or the case ("00000000:53:00.0",
+// "0000:53:00.0" and "53:00.0" are one device); nullopt when `busid` is not a PCI address.
+std::optional<std::string> canonical_busid(std::string_view busid);
 
 // Where a group's worker runs: the plan's CPUs (EngineConfig::pinning) within the engine's
 // thread CPUs, or all of those where the plan names none of them or none at all.
