@@ -6,6 +6,9 @@
     y = my_experts(recv_x, recv_count, handle)                        # rows grouped by local expert
     out = buf.combine(y, handle, topk_weights)                        # weighted sum, FP32, k in order
 
+    # a transformers MoE model with its experts spread over the ranks (ExpertParallelMoe)
+    expert_parallel(model, buf, Qwen3MoeSparseMoeBlock)
+
 The protocol, buffer sizing and failure semantics are in docs/moe.md.
 """
 
@@ -14,4 +17,13 @@ from __future__ import annotations
 from ._buffer import Buffer, Handle
 from ._store import store_all_gather
 
-__all__ = ["Buffer", "Handle", "store_all_gather"]
+__all__ = ["Buffer", "ExpertParallelMoe", "Handle", "expert_parallel", "store_all_gather"]
+
+
+def __getattr__(name: str):
+    # The transformers block needs torch; Buffer alone does not.
+    if name in ("ExpertParallelMoe", "expert_parallel"):
+        from . import _ep_block
+
+        return getattr(_ep_block, name)
+    raise AttributeError(name)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 import numpy as np
 
+from .. import InvalidArgumentError
 from . import _moe
 from ._store import store_all_gather
 
@@ -24,13 +26,64 @@ def _raw(a: Any, dtype: Any = None) -> np.ndarray:
     """A C-contiguous numpy view of a host tensor or array (bfloat16 as its 16-bit pattern)."""
     if _is_torch(a):
         if a.device.type != "cpu":
-            raise ValueError("fabric_lib.moe works on host tensors; this one is on " + str(a.device))
-        a = a.contiguous()
+            raise InvalidArgumentError("fabric_lib.moe works on host tensors; this one is on " + str(a.device))
+        a = a.detach().contiguous()
         if a.dtype == torch.bfloat16:
             return a.view(torch.int16).numpy()
+        if str(a.dtype).startswith("torch.float8"):
+            return a.view(torch.uint8).numpy()
         a = a.numpy()
     a = np.ascontiguousarray(a)
     return a if dtype is None else np.ascontiguousarray(a, dtype=dtype)
+
+
+# What each element type of the Buffer accepts: torch dtype names, numpy dtypes (bf16 as its
+# 16-bit pattern).
+_X_DTYPES = {
+    "bf16": ({"torch.bfloat16"}, {np.dtype(np.uint16), np.dtype(np.int16)}),
+    "f32": ({"torch.float32"}, {np.dtype(np.float32)}),
+    "fp8": ({"torch.float8_e4m3fn", "torch.float8_e5m2", "torch.uint8"}, {np.dtype(np.uint8)}),
+    "u8": ({"torch.uint8"}, {np.dtype(np.uint8)}),
+}
+
+
+def _check_tensor(name: str, a: Any, dtypes: tuple, hidden: int, rows: int = 0,
+                  exact_rows: bool = False, contiguous: bool = False) -> None:
+    """a is [n, hidden] of an accepted dtype (n >= rows, or == rows): else InvalidArgumentError."""
+    if _is_torch(a):
+        dtype, ok = str(a.dtype), str(a.dtype) in dtypes[0]
+        is_contiguous = a.is_contiguous()
+    else:
+        a = np.asarray(a)
+        dtype, ok = str(a.dtype), a.dtype in dtypes[1]
+        is_contiguous = a.flags.c_contiguous
+    if not ok:
+        want = sorted(dtypes[0]) + sorted(str(d) for d in dtypes[1])
+        raise InvalidArgumentError(f"moe: {name} is {dtype}, this Buffer takes {' or '.join(want)}")
+    shape = tuple(a.shape)
+    if len(shape) != 2 or shape[1] != hidden:
+        raise InvalidArgumentError(
+            f"moe: {name} is {list(shape)}, [n, {hidden}] needed (this Buffer's hidden is {hidden})")
+    if (shape[0] != rows) if exact_rows else (shape[0] < rows):
+        raise InvalidArgumentError(
+            f"moe: {name} has {shape[0]} rows, {'' if exact_rows else 'at least '}{rows} needed")
+    if contiguous and not is_contiguous:
+        raise InvalidArgumentError(f"moe: {name} must be contiguous (it is written in place)")
+
+
+def _check_same_shape(all_gather: Callable[[bytes], list[bytes]], rank: int, shape: dict) -> None:
+    """Every rank passed the same shape: else each raises, naming the field and the ranks.
+
+    The group's own check (a config fingerprint) can only say that configs differ; this round
+    says which value, so a rank built with another hidden size is found at once.
+    """
+    theirs = [json.loads(b) for b in all_gather(json.dumps(shape, sort_keys=True).encode())]
+    for field_name, value in shape.items():
+        differ = [r for r, t in enumerate(theirs) if t.get(field_name) != value]
+        if differ:
+            values = ", ".join(f"rank {r}: {theirs[r].get(field_name)}" for r in differ)
+            raise InvalidArgumentError(
+                f"moe Buffer: {field_name} differs between ranks (rank {rank}: {value}; {values})")
 
 
 @dataclass
@@ -94,16 +147,22 @@ class Buffer:
     ) -> None:
         if all_gather is None:
             if store is None:
-                raise ValueError("pass store= (a key-value store) or all_gather=")
+                raise InvalidArgumentError("pass store= (a key-value store) or all_gather=")
             all_gather = store_all_gather(store, rank, world_size, key)
         element_bytes = {"bf16": 2, "fp8": 1, "f32": 4, "u8": 1}.get(str(x_dtype))
         if element_bytes is None:
-            raise ValueError(f"x_dtype must be 'bf16', 'fp8', 'u8' or 'f32', not {x_dtype!r}")
+            raise InvalidArgumentError(f"x_dtype must be 'bf16', 'fp8', 'u8' or 'f32', not {x_dtype!r}")
         self.rank, self.world_size, self.hidden, self.top_k = rank, world_size, hidden, top_k
         self.num_experts, self.num_scales = num_experts, num_scales
         self.max_tokens = num_max_dispatch_tokens_per_rank
         self._element_bytes = element_bytes
-        self._combine_dtype, self._out_dtype = combine_dtype, out_dtype
+        aliases = {"bfloat16": "bf16", "float32": "f32"}
+        self._combine_dtype = aliases.get(combine_dtype, combine_dtype)
+        self._out_dtype = aliases.get(out_dtype, out_dtype)
+        _check_same_shape(all_gather, rank, dict(
+            num_experts=num_experts, hidden=hidden, num_max_dispatch_tokens_per_rank=self.max_tokens,
+            top_k=top_k, x_dtype=str(x_dtype), num_scales=num_scales, combine_dtype=self._combine_dtype,
+            out_dtype=self._out_dtype, dp_size=dp_size, node_size=node_size))
         self._group = _moe.Group(
             rank, world_size, num_experts, hidden, num_max_dispatch_tokens_per_rank, top_k, all_gather,
             provider=provider, dispatch_element_bytes=element_bytes, num_scales=num_scales,
@@ -125,6 +184,7 @@ class Buffer:
         out_bytes = 2 if out_dtype == "bf16" else 4
         self._out = np.zeros((num_max_dispatch_tokens_per_rank, hidden * out_bytes), np.uint8)
         self._x_dtype = x_dtype
+        self._pending: Optional[Handle] = None  # the dispatch that awaits its combine
 
     # -- dispatch ---------------------------------------------------------------------------
 
@@ -137,21 +197,44 @@ class Buffer:
         are recv_count[e] of them, in (source rank, token) order); with return_recv_hook=True it
         returns (recv_x, recv_count, handle, hook) after the send half only, and recv_x is valid
         once hook() has run.
+
+        Zero copy: x is staged straight from the caller's memory (when contiguous), and recv_x
+        and recv_count are views (torch tensors for torch input) of this Buffer's receive
+        tensors, which the device reorders the arrived tokens into. They stay valid until the
+        next dispatch on this Buffer overwrites them; keep a copy to hold them longer.
+
+        Bad input (a wrong dtype or hidden size, more tokens than max_tokens, an expert id out
+        of range or twice in a row) raises InvalidArgumentError on this rank before anything is
+        sent; the other ranks then fail this iteration within timeout_ms, naming this rank.
         """
+        if self._pending is not None:
+            raise InvalidArgumentError(
+                f"moe dispatch: dispatch {self._pending.epoch} is not combined yet (each dispatch "
+                "needs its combine before the next dispatch)")
+        _check_tensor("x", x, _X_DTYPES[str(self._x_dtype)], self.hidden)
         torch_in = _is_torch(x)
         xr = _raw(x)
         tokens = int(xr.shape[0]) if xr.ndim else 0
-        idx = _raw(topk_idx, np.int32).reshape(tokens, self.top_k) if tokens else np.zeros((0, self.top_k), np.int32)
+        if tokens > self.max_tokens:
+            raise InvalidArgumentError(
+                f"moe dispatch: x has {tokens} tokens, more than num_max_dispatch_tokens_per_rank "
+                f"{self.max_tokens}")
+        idx = self._topk("topk_idx", topk_idx, tokens, integer=True)
         sc = _raw(scales, np.float32) if scales is not None else np.zeros((tokens, 0), np.float32)
-        weights = _raw(topk_weights, np.float32) if topk_weights is not None else None
+        weights = self._topk("topk_weights", topk_weights, tokens) if topk_weights is not None else None
         self._group.dispatch_send(xr.reshape(-1).view(np.uint8), sc, idx, tokens)
         handle = Handle(tokens=tokens, recv_count=self._recv_count, expert_begin=[], topk_weights=weights,
                         epoch=self._group.epoch, torch_output=torch_in)
+        self._pending = handle
 
         def hook() -> None:
             if handle._done[0]:
                 return
-            self._group.dispatch_recv(self._recv_x, self._recv_scales, self._recv_count)
+            try:
+                self._group.dispatch_recv(self._recv_x, self._recv_scales, self._recv_count)
+            except BaseException:
+                self._pending = None  # the group keeps the error; later calls raise it
+                raise
             handle.expert_begin = list(self._group.expert_begin())
             handle._done[0] = True
 
@@ -170,31 +253,73 @@ class Buffer:
 
     # -- combine ----------------------------------------------------------------------------
 
-    def combine(self, x: Any, handle: Handle, topk_weights: Any = None, *, return_recv_hook: bool = False):
+    def combine(self, x: Any, handle: Handle, topk_weights: Any = None, *, out: Any = None,
+                return_recv_hook: bool = False):
         """Sends the expert outputs back and sums them per token: out[t] = sum_k w[t,k] * y(t,k).
 
         x has recv_x's rows (the expert outputs, in the grouped order dispatch returned) in
         combine_dtype; the sum runs in FP32 with k in order, so results are bitwise repeatable.
         Returns out [tokens, hidden] (out_dtype), or (out, hook) with return_recv_hook=True.
+
+        `out`, when given (a contiguous [tokens, hidden] tensor or array of out_dtype), is
+        written in place and returned; otherwise the result is a view of this Buffer's output
+        tensor, valid until the next combine. `handle` must be the last dispatch's, after its
+        receive hook ran; anything else raises InvalidArgumentError without touching the group.
         """
-        weights = _raw(topk_weights, np.float32) if topk_weights is not None else handle.topk_weights
+        self._check_handle(handle)
+        weights = self._topk("topk_weights", topk_weights, handle.tokens) if topk_weights is not None \
+            else handle.topk_weights
         if weights is None:
-            raise ValueError("combine needs topk_weights (here or at dispatch)")
+            raise InvalidArgumentError("moe combine: needs topk_weights (here or at dispatch)")
+        _check_tensor("x", x, _X_DTYPES[self._combine_dtype], self.hidden, rows=self.layout["recv_rows"])
+        if out is not None:
+            _check_tensor("out", out, _X_DTYPES[self._out_dtype], self.hidden, rows=handle.tokens,
+                          exact_rows=True, contiguous=True)
+            target, result = _raw(out), out
+        else:
+            target = self._out
+            result = self._typed(self._out[: handle.tokens], self._out_dtype, handle.torch_output)
         xr = _raw(x)
         self._group.combine_send(xr.reshape(-1).view(np.uint8))
-        out = self._out[: handle.tokens]
+        self._pending = None
         done = [False]
 
         def hook() -> None:
             if not done[0]:
-                self._group.combine_recv(weights.reshape(-1), self._out)
+                self._group.combine_recv(weights.reshape(-1), target.reshape(-1).view(np.uint8))
                 done[0] = True
 
-        typed = self._typed(out, self._out_dtype, handle.torch_output)
         if return_recv_hook:
-            return typed, hook
+            return result, hook
         hook()
-        return typed
+        return result
+
+    def _check_handle(self, handle: Handle) -> None:
+        """combine's handle is the dispatch in progress, received: else nothing is touched."""
+        pending = self._pending
+        if pending is None:
+            raise InvalidArgumentError(
+                f"moe combine: no dispatch to combine (handle of dispatch {handle.epoch}; "
+                "every dispatch is combined once, after it)")
+        if handle is not pending:
+            raise InvalidArgumentError(
+                f"moe combine: the handle is of dispatch {handle.epoch}, the dispatch in progress "
+                f"is {pending.epoch}")
+        if not handle._done[0]:
+            raise InvalidArgumentError(
+                f"moe combine: dispatch {handle.epoch}'s receive hook has not run (call hook() first)")
+
+    def _topk(self, name: str, a: Any, tokens: int, integer: bool = False) -> np.ndarray:
+        """topk_idx (int32) or topk_weights (float32) as [tokens, top_k], shape checked."""
+        if _is_torch(a) and not integer:
+            a = a.detach().float()  # bfloat16 weights by value, not by bit pattern
+        arr = _raw(a)
+        if integer and arr.dtype.kind not in "iu":
+            raise InvalidArgumentError(f"moe: {name} must hold integers, not {arr.dtype}")
+        if arr.shape != (tokens, self.top_k) and not (tokens == 0 and arr.size == 0):
+            raise InvalidArgumentError(
+                f"moe: {name} is {list(arr.shape)}, [{tokens}, {self.top_k}] (tokens, top_k) needed")
+        return np.ascontiguousarray(arr.reshape(tokens, self.top_k), np.int32 if integer else np.float32)
 
     # -- introspection ----------------------------------------------------------------------
 
