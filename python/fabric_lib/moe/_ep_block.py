@@ -2,7 +2,8 @@
 
 The block keeps the model's own router (`block.gate`, which returns logits, top-k weights and
 top-k ids) and its shared expert if it has one; only the routed experts change: this rank keeps
-its contiguous slice of their weights, and tokens reach them through a transport's `dispatch`
+the weights of the experts it hosts (a contiguous block of slots, and the caller's placement of
+experts in slots), and tokens reach them through a transport's `dispatch`
 and come back, weighted, through its `combine` (fabric_lib.moe.Buffer, or any object with the
 same three calls). It fits the blocks whose experts are stored as transformers 5 does it
 (Qwen2-MoE, Qwen3-MoE, Mixtral, ...): `experts.gate_up_proj` [E, 2I, H], `experts.down_proj`
@@ -25,26 +26,44 @@ from .. import InvalidArgumentError
 class ExpertParallelMoe(torch.nn.Module):
     """Replaces `block` (a sparse-MoE block) on one rank of an expert-parallel group."""
 
-    def __init__(self, block: torch.nn.Module, transport: Any) -> None:
+    def __init__(self, block: torch.nn.Module, transport: Any, placement: Any = None) -> None:
         super().__init__()
         experts = block.experts
         self.num_experts = int(experts.num_experts)
-        if getattr(transport, "num_experts", self.num_experts) != self.num_experts:
-            raise InvalidArgumentError(
-                f"the block has {self.num_experts} experts, the transport {transport.num_experts}")
-        first = int(transport.layout["first_expert"])
-        local = int(transport.num_local_experts)
-        self.first_expert, self.local_experts = first, local
         self.gate = block.gate
-        # This rank's experts only; a real deployment would load just this slice.
-        self.gate_up_proj = torch.nn.Parameter(
-            experts.gate_up_proj.detach()[first:first + local].clone(), requires_grad=False)
-        self.down_proj = torch.nn.Parameter(
-            experts.down_proj.detach()[first:first + local].clone(), requires_grad=False)
         self.act_fn = experts.act_fn
         # Qwen2-MoE's shared expert runs here, on this rank's own tokens, as in the model.
         self.shared_expert = getattr(block, "shared_expert", None)
         self.shared_expert_gate = getattr(block, "shared_expert_gate", None)
+        self.reshard(transport, experts.gate_up_proj, experts.down_proj, placement)
+
+    def reshard(self, transport: Any, gate_up_proj: torch.Tensor, down_proj: torch.Tensor,
+                placement: Any = None) -> None:
+        """Moves the block onto `transport` (a group that ranks joined or left), with this rank's
+        experts taken from the full [E, ...] weights.
+
+        placement[e] is the slot of the model's expert e (a permutation of range(E); None keeps
+        e in slot e). The transport gives each rank a contiguous block of slots, so the caller
+        decides which experts a rank hosts by where it puts them. The next forward runs on the
+        new group; the caller closes the old one once every rank switched.
+        """
+        n = self.num_experts
+        if getattr(transport, "num_experts", n) != n:
+            raise InvalidArgumentError(f"the block has {n} experts, the transport {transport.num_experts}")
+        slots = list(range(n)) if placement is None else [int(s) for s in placement]
+        if sorted(slots) != list(range(n)):
+            raise InvalidArgumentError(f"placement must be a permutation of range({n}), not {slots}")
+        first = int(transport.layout["first_expert"])
+        local = int(transport.num_local_experts)
+        expert_in_slot = [0] * n
+        for e, s in enumerate(slots):
+            expert_in_slot[s] = e
+        mine = torch.tensor(expert_in_slot[first:first + local], dtype=torch.long)
+        self.slot_of = torch.tensor(slots, dtype=torch.long)  # router id -> slot
+        self.first_expert, self.local_experts = first, local
+        # This rank's experts only; a real deployment would load just these.
+        self.gate_up_proj = torch.nn.Parameter(gate_up_proj.detach()[mine].clone(), requires_grad=False)
+        self.down_proj = torch.nn.Parameter(down_proj.detach()[mine].clone(), requires_grad=False)
         self.transport = transport
 
     def _experts(self, recv_x: torch.Tensor, counts: list[int], begins: list[int]) -> torch.Tensor:
@@ -62,8 +81,12 @@ class ExpertParallelMoe(torch.nn.Module):
         h = hidden_states.reshape(-1, shape[-1])
         _, weights, ids = self.gate(h)
         # transformers' experts treat id == num_experts as "no expert" (its one-hot's extra
-        # class); the transport skips -1.
-        ids = torch.where(ids == self.num_experts, torch.full_like(ids, -1), ids)
+        # class); the transport skips -1. Ids out of [-1, E] stay out of range: the transport
+        # refuses them.
+        n = self.num_experts
+        valid = (ids >= 0) & (ids < n)
+        ids = torch.where(valid, self.slot_of[ids.clamp(0, n - 1)], ids)
+        ids = torch.where(ids == n, torch.full_like(ids, -1), ids)  # slots are < n: only "none" is n
         recv_x, recv_count, handle = self.transport.dispatch(h, ids, weights)
         y = self._experts(recv_x, [int(c) for c in recv_count.tolist()], list(handle.expert_begin))
         # A fresh tensor: the block's output outlives the next layer's combine.
@@ -78,8 +101,9 @@ class ExpertParallelMoe(torch.nn.Module):
         return out.reshape(shape)
 
 
-def expert_parallel(model: torch.nn.Module, transport: Any, block_type: type) -> int:
-    """Replaces every `block_type` module of `model` by an ExpertParallelMoe on `transport`.
+def expert_parallel(model: torch.nn.Module, transport: Any, block_type: type, placement: Any = None) -> int:
+    """Replaces every `block_type` module of `model` by an ExpertParallelMoe on `transport`
+    (placement as in ExpertParallelMoe.reshard).
 
     Returns how many were replaced. All blocks share the transport: each call's results are
     consumed before the next layer dispatches.
@@ -88,5 +112,5 @@ def expert_parallel(model: torch.nn.Module, transport: Any, block_type: type) ->
     for name, block in targets:
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, child, ExpertParallelMoe(block, transport))
+        setattr(parent, child, ExpertParallelMoe(block, transport, placement))
     return len(targets)

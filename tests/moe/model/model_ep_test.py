@@ -6,7 +6,9 @@ fabric_lib.moe.ExpertParallelMoe on one shared Buffer (fp32 throughout) and gene
 the tokens must be equal and the logits within 1e-4. Under three routings: the model's own
 router, all tokens to rank 0's experts (skewed), and slots without an expert (fewer than k
 valid experts, some tokens none). A control shows the check can fail: the same model with its
-experts permuted generates different tokens.
+experts permuted generates different tokens. Then elastic.py: a rank joins the running model,
+another leaves, the caller moves experts between ranks, and every sequence still equals the
+single-process model's.
 
     PYTHONPATH=build/default/python <venv>/bin/python tests/moe/model/model_ep_test.py --ep 2 4
 """
@@ -36,22 +38,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class Counting:
-    """The Buffer, counting the rows this rank's experts received (to see where tokens went)."""
-
-    def __init__(self, buf) -> None:
-        self.buf, self.rows = buf, 0
-        self.num_experts, self.layout, self.num_local_experts = buf.num_experts, buf.layout, buf.num_local_experts
-
-    def dispatch(self, x, ids, weights):
-        recv_x, recv_count, handle = self.buf.dispatch(x, ids, weights)
-        self.rows += int(recv_count.sum())
-        return recv_x, recv_count, handle
-
-    def combine(self, y, handle, out=None):
-        return self.buf.combine(y, handle, out=out)
-
-
 def scenarios(world: int, num_experts: int, top_k: int):
     """(name, Routing arguments or None for the model's own router)."""
     per_rank = num_experts // world
@@ -62,7 +48,7 @@ def scenarios(world: int, num_experts: int, top_k: int):
     return out
 
 
-def rank_main(rank: int, world: int, port: int, kinds: list[str], q) -> None:
+def rank_main(rank: int, port: int, world: int, kinds: list[str], q) -> None:
     try:
         import torch
         import torch.distributed as dist
@@ -83,7 +69,7 @@ def rank_main(rank: int, world: int, port: int, kinds: list[str], q) -> None:
             buf = Buffer(rank, world, num_experts, models.HIDDEN, MAX_TOKENS, top_k, store=store,
                          key=f"model_ep/{kind}", x_dtype="f32", combine_dtype="f32", out_dtype="f32",
                          timeout_ms=30000, request_timeout_ms=10000)
-            transport = Counting(buf)
+            transport = models.Counting(buf)
             for name, routing in scenarios(world, num_experts, top_k):
                 model = copy.deepcopy(base)
                 routers = []
@@ -124,11 +110,12 @@ def rank_main(rank: int, world: int, port: int, kinds: list[str], q) -> None:
         q.put((rank, f"{type(e).__name__}: {e}", traceback.format_exc()))
 
 
-def run(world: int, kinds: list[str]) -> dict:
+def run(world: int, target, args: tuple) -> dict:
+    """Starts `world` processes target(rank, port, *args, q); every rank's report, or why none."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     port = free_port()
-    procs = [ctx.Process(target=rank_main, args=(r, world, port, kinds, q)) for r in range(world)]
+    procs = [ctx.Process(target=target, args=(r, port, *args, q)) for r in range(world)]
     for p in procs:
         p.start()
     results = {}
@@ -160,24 +147,31 @@ def run(world: int, kinds: list[str]) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ep", type=int, nargs="+", default=[2, 4])
+    ap.add_argument("--ep", type=int, nargs="*", default=[2, 4])
     ap.add_argument("--kinds", nargs="+", default=["qwen3_moe", "qwen2_moe"])
+    ap.add_argument("--no-elastic", action="store_true", help="skip the join/leave run")
     args = ap.parse_args()
     passed = failed = 0
-    for world in args.ep:
+    runs = [(f"ep={world}", world, rank_main, (world, args.kinds)) for world in args.ep]
+    if not args.no_elastic:
+        sys.path.insert(0, HERE)
+        import elastic
+
+        runs.append(("elastic", 3, elastic.member_main, (HERE, MAX_TOKENS, LOGIT_TOLERANCE)))
+    for label, world, target, targs in runs:
         start = time.monotonic()
-        results = run(world, args.kinds)
+        results = run(world, target, targs)
         for rank, (status, extra) in sorted(results.items()):
             if status != "ok":
                 failed += 1
-                print(f"FAIL ep={world} rank {rank}: {status}\n{extra}")
+                print(f"FAIL {label} rank {rank}: {status}\n{extra}")
                 continue
             passed += len(extra)  # one per (model, routing) this rank checked
             for info in extra:
-                print(f"ok   ep={world} rank {rank} {info['kind']:9} {info['scenario']:22} tokens {info['tokens']} "
+                print(f"ok   {label} rank {rank} {info['kind']:9} {info['scenario']:22} tokens {info['tokens']} "
                       f"rows here {info['rows']:4} dropped {info['dropped']:3} empty {info['empty']:3} "
                       f"max |dlogit| {info['max_logit_diff']:.2e}")
-        print(f"ep={world}: {time.monotonic() - start:.1f} s")
+        print(f"{label}: {time.monotonic() - start:.1f} s")
     print(f"{passed} passed, {failed} failed")
     return 0 if failed == 0 and passed > 0 else 1
 

@@ -119,8 +119,30 @@ def prompts(rank: int, vocab: int = VOCAB) -> torch.Tensor:
 
 def generate(model: torch.nn.Module, ids: torch.Tensor, new_tokens: int):
     """Greedy, exactly new_tokens steps on every rank (dispatch is collective); (tokens, logits)."""
-    with torch.no_grad():
-        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
-                             min_new_tokens=new_tokens, do_sample=False, output_scores=True,
-                             return_dict_in_generate=True, pad_token_id=0)
+    out = generate_more(model, ids, new_tokens)
     return out.sequences[:, ids.shape[1]:], torch.stack(out.scores)
+
+
+def generate_more(model: torch.nn.Module, ids: torch.Tensor, new_tokens: int, past=None):
+    """generate's output; with `past` (an earlier output's past_key_values) it continues the
+    sequences `ids` from that cache: new_tokens forward passes either way."""
+    with torch.no_grad():
+        return model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
+                              min_new_tokens=new_tokens, do_sample=False, output_scores=True,
+                              return_dict_in_generate=True, pad_token_id=0, past_key_values=past)
+
+
+class Counting:
+    """A transport (Buffer) that counts the rows this rank's experts received."""
+
+    def __init__(self, buf) -> None:
+        self.buf, self.rows = buf, 0
+        self.num_experts, self.layout, self.num_local_experts = buf.num_experts, buf.layout, buf.num_local_experts
+
+    def dispatch(self, x, ids, weights):
+        recv_x, recv_count, handle = self.buf.dispatch(x, ids, weights)
+        self.rows += int(recv_count.sum())
+        return recv_x, recv_count, handle
+
+    def combine(self, y, handle, out=None):
+        return self.buf.combine(y, handle, out=out)
