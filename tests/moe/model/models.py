@@ -27,15 +27,17 @@ KINDS = {
 VOCAB, HIDDEN, LAYERS = 256, 64, 4
 
 
-def build(kind: str, seed: int = 0):
-    """(model, block class, num_experts, top_k): the same weights for every caller with `seed`."""
+def build(kind: str, seed: int = 0, hidden: int = HIDDEN, layers: int = LAYERS, **overrides):
+    """(model, block class, num_experts, top_k): the same weights for every caller with `seed`.
+    `overrides` replace the kind's MoE arguments (the benchmark's larger shapes)."""
     import importlib
 
     config_name, model_name, block_name, module, extra = KINDS[kind]
+    extra = {**extra, **overrides}
     mod = importlib.import_module(f"transformers.models.{module}.modeling_{module}")
     cfg_mod = importlib.import_module(f"transformers.models.{module}.configuration_{module}")
     config = getattr(cfg_mod, config_name)(
-        vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=128, num_hidden_layers=LAYERS,
+        vocab_size=VOCAB, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128, **extra)
     # The reference path: transformers' own loop over experts, which also skips id == E.
     config._experts_implementation = "eager"
