@@ -18,6 +18,16 @@ namespace fabric {
 
 using DoneCallback = std::function<void(const Status&)>;
 
+// Told once that a CompletionFlag completed (CompletionFlag::notify_on_complete), on the thread
+// that completed it: an engine worker or the callback thread. So notify() must return at once:
+// no blocking, no interpreter lock, no call into the engine. An event loop's bridge queues the
+// flag and writes an eventfd (python/src/async_bridge.hpp).
+class CompletionNotifier {
+ public:
+  virtual ~CompletionNotifier() = default;
+  virtual void notify() noexcept = 0;
+};
+
 // One submission's completion, for callers that poll.
 class CompletionFlag {
  public:
@@ -35,10 +45,22 @@ class CompletionFlag {
 
   void complete(Status status);  // engine side
 
+  // Runs notifier->notify() once the flag completes, or at once on this thread if it already
+  // has. One waiting notifier per flag: a second call before completion returns false and keeps
+  // nothing (one after completion is notified at once). The flag owns
+  // the notifier until it is destroyed, so one whose waiter left is still safe to call. Safe
+  // against complete() on another thread; not against a second notify_on_complete at once.
+  bool notify_on_complete(std::shared_ptr<CompletionNotifier> notifier);
+
  private:
+  // notifier_state_: none, registered (notifier_ set before), or fired (complete() has run).
+  enum : int { kNoNotifier = 0, kNotifierSet = 1, kNotifierFired = 2 };
+
   std::atomic<int> state_{0};
   Status status_;
   detail::WakeWord wake_;  // a waiter past its polling sleeps here
+  std::atomic<int> notifier_state_{kNoNotifier};
+  std::shared_ptr<CompletionNotifier> notifier_;  // written once, before kNotifierSet
 };
 
 // Many submissions' completions, for pipelines that count.

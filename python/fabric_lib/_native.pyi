@@ -3,7 +3,7 @@
 # Docstrings here repeat the binding's; python/tests/test_stubs.py checks that they match and
 # that this file and the module name the same things.
 
-from typing import Any, Callable, Iterable, Sequence, Union
+from typing import Any, Callable, Generator, Iterable, Sequence, Union
 
 from typing_extensions import Buffer, Self
 
@@ -200,6 +200,23 @@ class Transfer:
     def exception(self, timeout: float | None = None) -> FabricError | None:
         """Waits like wait(), then returns the request's error as an exception instance, or None if it succeeded."""
 
+    def __await__(self) -> Generator[Any, None, None]:
+        """Awaits the request on the running asyncio loop, with no thread per request: resolves once it completes, raising its FabricError if it failed. A transfer is awaited on one loop; wait() still works beside it."""
+
+class AsyncBridge:
+    """Completions of awaited transfers into one asyncio event loop: an eventfd the loop watches and the tokens it then takes. Used by Transfer.__await__ (fabric_lib._aio); not needed directly."""
+
+    def __init__(self) -> None: ...
+    @property
+    def fd(self) -> int:
+        """The eventfd to watch with loop.add_reader."""
+
+    def watch(self, transfer: Transfer) -> int:
+        """A token under which the transfer is reported once done (at once if it is); 0 if the transfer is already watched."""
+
+    def take(self) -> list[int]:
+        """Tokens of transfers completed since the last call."""
+
 class ImmCounter:
     """Pollable count of WRITE-with-immediate arrivals of one imm value (Engine.imm_counter)."""
 
@@ -275,8 +292,9 @@ class Engine:
         host_group: int = 0,
         post_on_submit: bool = False,
         thread_cpus: str = "",
+        record_post_timings: bool = False,
     ) -> None:
-        """Opens the provider's Domains and starts the worker and callback threads. provider: "shm", "tcp", "sockets", "udp", "efa", "auto" or any libfabric provider string. backend: "libfabric" or "verbs" (RC NICs; verbs_device picks one, empty: every active port). thread_cpus (cpulist, "2-3"): where every thread of the engine runs; empty: FABRIC_CPUS, else the process's CPUs, never the creating thread's mask. Raises NotFoundError or UnsupportedError if the provider cannot be used."""
+        """Opens the provider's Domains and starts the worker and callback threads. provider: "shm", "tcp", "sockets", "udp", "efa", "auto" or any libfabric provider string. backend: "libfabric" or "verbs" (RC NICs; verbs_device picks one, empty: every active port). thread_cpus (cpulist, "2-3"): where every thread of the engine runs; empty: FABRIC_CPUS, else the process's CPUs, never the creating thread's mask. record_post_timings: stamp each request on its way to the NIC (take_post_timings()). Raises NotFoundError or UnsupportedError if the provider cannot be used."""
 
     @property
     def main_address(self) -> NetAddr:
@@ -305,6 +323,28 @@ class Engine:
     @property
     def thread_cpus(self) -> str:
         """The CPUs (cpulist) every thread of this engine runs on. Raises ShutdownError after stop()."""
+
+    @property
+    def groups(self) -> list[dict[str, Any]]:
+        """Every DomainGroup as a dict: gpu (its CUDA device, -1 none), cpus (where its worker runs) and nics (each Domain's NIC, in order)."""
+
+    @property
+    def domain_nics(self) -> list[str]:
+        """What each Domain of group 0 opened, Domain i at [i]."""
+
+    def reg_mrs(
+        self, objs: Sequence[Any], *, remote_read: bool = False, group: int | None = None
+    ) -> list[tuple[MrHandle, MrDesc]]:
+        """Registers many objects (as reg_mr's obj) in one pass of the worker and returns a list of (MrHandle, MrDesc), in order. All or nothing: on an error none stays registered and the error names the object that failed."""
+
+    def fence_peer(self, peer: NetAddr) -> None:
+        """Once it returns, no WRITE or SEND from `peer` lands here any more, not even one it posted before, and operations to it fail (docs/api.md, "Fencing a peer"). UnsupportedError where the provider cannot stop a peer's writes (shm)."""
+
+    def progress(self) -> bool:
+        """Runs one pass of each group's worker loop on this thread (post, poll, count immediates), skipping a group whose worker is in a pass; False once stop() began."""
+
+    def take_post_timings(self) -> list[dict[str, Any]]:
+        """The posting-path stamps recorded since the last call (record_post_timings=True), as dicts: kind, posts, called, enqueued, picked_up, first_post, last_post (steady-clock ns)."""
 
     @property
     def callback_errors(self) -> int:
@@ -364,6 +404,36 @@ class Engine:
         callback: _DoneCallback | None = None,
     ) -> Transfer:
         """For each i, WRITEs page_length bytes from src_offset + src_indices[i] * src_stride to dst_offset + dst_indices[i] * dst_stride. Strides default to page_length; indices are int sequences or uint32 arrays of equal length. P pages carry P immediates."""
+
+    def single_read(
+        self,
+        src: MrDesc,
+        dst: MrHandle,
+        length: int,
+        *,
+        src_offset: int = 0,
+        dst_offset: int = 0,
+        num_shards: int = 0,
+        domain: int | None = None,
+        callback: _DoneCallback | None = None,
+    ) -> Transfer:
+        """READs src[src_offset:+length] (a peer's MrDesc, registered there with remote_read=True) into dst[dst_offset:+length] (a local MrHandle). No immediate: the Transfer is the only completion, and the bytes are in dst once it is done. num_shards (0: one per Domain) shards it; domain pins it to one Domain. Raises InvalidArgumentError if src was registered without remote_read."""
+
+    def paged_reads(
+        self,
+        src: MrDesc,
+        dst: MrHandle,
+        page_length: int,
+        src_indices: _Indices,
+        dst_indices: _Indices,
+        *,
+        src_stride: int | None = None,
+        dst_stride: int | None = None,
+        src_offset: int = 0,
+        dst_offset: int = 0,
+        callback: _DoneCallback | None = None,
+    ) -> Transfer:
+        """For each i, READs page_length bytes from src_offset + src_indices[i] * src_stride of the peer's src (MrDesc, remote_read=True) into dst_offset + dst_indices[i] * dst_stride of the local dst (MrHandle). Strides default to page_length; no immediates."""
 
     def imm(self, imm: int, dst: MrDesc, *, callback: _DoneCallback | None = None) -> Transfer:
         """An immediate-only (zero-length) WRITE against dst: one immediate at the receiver."""

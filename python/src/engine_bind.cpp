@@ -4,6 +4,7 @@
 #include <string>
 
 #include "engine.hpp"
+#include "engine_control.hpp"
 #include "engine_ops.hpp"
 #include "errors.hpp"
 #include "requests.hpp"
@@ -35,12 +36,14 @@ void bind_engine(py::module_& m) {
            py::arg("idle_sleep_us") = d.idle_sleep.count(), py::arg("backend") = "libfabric",
            py::arg("verbs_device") = d.verbs.device, py::arg("groups") = py::none(),
            py::arg("host_group") = d.host_group, py::arg("post_on_submit") = d.post_on_submit,
-           py::arg("thread_cpus") = "",
+           py::arg("thread_cpus") = "", py::arg("record_post_timings") = d.record_post_timings,
            "Opens the provider's Domains and starts the worker and callback threads. provider: "
            "\"shm\", \"tcp\", \"sockets\", \"udp\", \"efa\", \"auto\" or any libfabric provider "
            "string. backend: \"libfabric\" or \"verbs\" (RC NICs; verbs_device picks one, empty: "
            "every active port). thread_cpus (cpulist, \"2-3\"): where every thread of the engine "
            "runs; empty: FABRIC_CPUS, else the process's CPUs, never the creating thread's mask. "
+           "record_post_timings: stamp each request on its way to the NIC "
+           "(take_post_timings()). "
            "Raises NotFoundError or UnsupportedError if the provider cannot be used.")
       .def_property_readonly(
           "main_address", [](const PyEngine& e) { return e.address(); },
@@ -70,6 +73,27 @@ void bind_engine(py::module_& m) {
           },
           "The CPUs (cpulist) every thread of this engine runs on. Raises ShutdownError after "
           "stop().")
+      .def_property_readonly("groups", &group_info,
+                             "Every DomainGroup as a dict: gpu (its CUDA device, -1 none), cpus "
+                             "(where its worker runs) and nics (each Domain's NIC, in order).")
+      .def_property_readonly("domain_nics", &domain_nics,
+                             "What each Domain of group 0 opened, Domain i at [i].")
+      .def("reg_mrs", &reg_mrs, py::arg("objs"), py::kw_only(), py::arg("remote_read") = false,
+           py::arg("group") = py::none(),
+           "Registers many objects (as reg_mr's obj) in one pass of the worker and returns a "
+           "list of (MrHandle, MrDesc), in order. All or nothing: on an error none stays "
+           "registered and the error names the object that failed.")
+      .def("fence_peer", &fence_peer, py::arg("peer"),
+           "Once it returns, no WRITE or SEND from `peer` lands here any more, not even one it "
+           "posted before, and operations to it fail (docs/api.md, \"Fencing a peer\"). "
+           "UnsupportedError where the provider cannot stop a peer's writes (shm).")
+      .def("progress", &progress,
+           "Runs one pass of each group's worker loop on this thread (post, poll, count "
+           "immediates), skipping a group whose worker is in a pass; False once stop() began.")
+      .def("take_post_timings", &take_post_timings,
+           "The posting-path stamps recorded since the last call (record_post_timings=True), as "
+           "dicts: kind, posts, called, enqueued, picked_up, first_post, last_post "
+           "(steady-clock ns).")
       .def_property_readonly(
           "callback_errors", [](PyEngine& e) { return e.hub().errors(); },
           "How many callbacks raised (each was logged to the \"fabric_lib\" logger).")

@@ -3,6 +3,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include "async_bridge.hpp"
 #include "engine.hpp"
 #include "errors.hpp"
 #include "fabric/requests.hpp"
@@ -32,6 +33,7 @@ PYBIND11_MODULE(_native, m) {
   bind_requests(m);
   bind_memory(m);
   bind_transfer(m);
+  bind_async_bridge(m);
   bind_watcher(m);
   bind_engine(m);
   bind_weights(m);

@@ -88,6 +88,15 @@ void bind_transfer(py::module_& m) {
       .def("exception", &Transfer::exception, py::arg("timeout") = py::none(),
            "Waits like wait(), then returns the request's error as an exception instance, or "
            "None if it succeeded.")
+      .def(
+          "__await__",
+          [](py::object self) {
+            return py::module_::import("fabric_lib._aio").attr("future_of")(self).attr(
+                "__await__")();
+          },
+          "Awaits the request on the running asyncio loop, with no thread per request: resolves "
+          "once it completes, raising its FabricError if it failed. A transfer is awaited on "
+          "one loop; wait() still works beside it.")
       .def("__repr__", [](const Transfer& t) {
         return std::string("<fabric_lib.Transfer ") + t.op() + (t.done() ? " done>" : " pending>");
       });

@@ -27,6 +27,10 @@ class Transfer {
   // The request's error as an exception instance, or None on success.
   [[nodiscard]] pybind11::object exception(Timeout timeout) const;
   [[nodiscard]] const char* op() const noexcept { return op_; }
+  // The asyncio bridge's hook (async_bridge.hpp); false when the flag has a notifier already.
+  bool notify_on_complete(std::shared_ptr<CompletionNotifier> notifier) const {
+    return flag_->notify_on_complete(std::move(notifier));
+  }
 
  private:
   Status wait_status(Timeout timeout) const;

@@ -9,6 +9,27 @@ void CompletionFlag::complete(Status status) {
   state_.store(1, std::memory_order_release);
   // The flag must outlive this call, as the engine's shared owner makes sure (OnDone).
   wake_.notify();
+  // After the state: a notified waiter reads the status. Whoever moves the state second (this,
+  // or notify_on_complete) runs the notifier, so it runs exactly once.
+  if (notifier_state_.exchange(kNotifierFired, std::memory_order_acq_rel) == kNotifierSet) {
+    notifier_->notify();
+  }
+}
+
+bool CompletionFlag::notify_on_complete(std::shared_ptr<CompletionNotifier> notifier) {
+  if (!notifier || notifier_state_.load(std::memory_order_acquire) == kNotifierSet) return false;
+  if (notifier_state_.load(std::memory_order_acquire) == kNotifierFired) {
+    notifier->notify();
+    return true;
+  }
+  notifier_ = std::move(notifier);
+  int expected = kNoNotifier;
+  if (notifier_state_.compare_exchange_strong(expected, kNotifierSet, std::memory_order_acq_rel)) {
+    return true;
+  }
+  // complete() ran between the load and here: it saw no notifier, so this thread runs it.
+  notifier_->notify();
+  return true;
 }
 
 Status CompletionFlag::status() const {

@@ -205,5 +205,74 @@ TEST(Waits, SaturatingNanosecondsKeepsOrdinaryValuesExact) {
   EXPECT_EQ(saturating_nanoseconds(hours(24 * 365 * 200)), hours(24 * 365 * 200));
 }
 
+// Counts notify() calls and remembers the thread of the last.
+struct CountingNotifier : CompletionNotifier {
+  std::atomic<int> calls{0};
+  std::atomic<std::thread::id> thread{};
+  void notify() noexcept override {
+    thread = std::this_thread::get_id();
+    calls.fetch_add(1);
+  }
+};
+
+TEST(CompletionNotifier, RunsOnceOnTheCompletingThreadAfterTheStatusIsSet) {
+  CompletionFlag flag;
+  auto n = std::make_shared<CountingNotifier>();
+  ASSERT_TRUE(flag.notify_on_complete(n));
+  EXPECT_EQ(n->calls.load(), 0);
+  std::thread::id completer;
+  std::thread t([&] {
+    completer = std::this_thread::get_id();
+    flag.complete(Status(Errc::timeout, "late"));
+  });
+  t.join();
+  EXPECT_EQ(n->calls.load(), 1);
+  EXPECT_EQ(n->thread.load(), completer);
+  EXPECT_EQ(flag.status().code(), Errc::timeout);
+}
+
+TEST(CompletionNotifier, AFlagAlreadyDoneNotifiesAtOnceOnTheCaller) {
+  CompletionFlag flag;
+  flag.complete(Status::success());
+  auto n = std::make_shared<CountingNotifier>();
+  ASSERT_TRUE(flag.notify_on_complete(n));
+  EXPECT_EQ(n->calls.load(), 1);
+  EXPECT_EQ(n->thread.load(), std::this_thread::get_id());
+}
+
+TEST(CompletionNotifier, ASecondNotifierWhileTheFirstWaitsIsRefusedAndNeverCalled) {
+  CompletionFlag flag;
+  auto first = std::make_shared<CountingNotifier>();
+  auto second = std::make_shared<CountingNotifier>();
+  ASSERT_TRUE(flag.notify_on_complete(first));
+  EXPECT_FALSE(flag.notify_on_complete(second));
+  EXPECT_FALSE(flag.notify_on_complete(nullptr));
+  flag.complete(Status::success());
+  EXPECT_EQ(first->calls.load(), 1);
+  EXPECT_EQ(second->calls.load(), 0);
+  // Once done, a later notifier is told at once: the first one no longer waits.
+  auto later = std::make_shared<CountingNotifier>();
+  EXPECT_TRUE(flag.notify_on_complete(later));
+  EXPECT_EQ(later->calls.load(), 1);
+  EXPECT_EQ(first->calls.load(), 1);
+}
+
+TEST(CompletionNotifier, RacingCompletionAndRegistrationNotifyExactlyOnce) {
+  for (int round = 0; round < 2000; ++round) {
+    CompletionFlag flag;
+    auto n = std::make_shared<CountingNotifier>();
+    std::atomic<bool> go{false};
+    std::thread completer([&] {
+      while (!go.load(std::memory_order_acquire)) {
+      }
+      flag.complete(Status::success());
+    });
+    go.store(true, std::memory_order_release);
+    ASSERT_TRUE(flag.notify_on_complete(n));
+    completer.join();
+    ASSERT_EQ(n->calls.load(), 1) << "round " << round;
+  }
+}
+
 }  // namespace
 }  // namespace fabric
