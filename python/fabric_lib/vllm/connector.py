@@ -8,11 +8,18 @@ Load it with
 and give each request to transfer the same id on both sides:
     SamplingParams(extra_args={"kv_transfer_params": {"fabric_id": "req-1"}})
 
-Producer (prefill): each layer's KV is written into the consumer's pages as soon as vLLM calls
-save_kv_layer for it; request_finished holds the blocks until the writes completed. Consumer
-(decode): the scheduler reports the prompt's tokens but the last as loaded asynchronously, the
-worker sends the allocated block ids to the producer, and get_finished reports the request once
-the exact number of immediates the plan predicts has landed. docs/kv.md#vllm has the details.
+Producer (prefill): once a request's last prefill chunk is scheduled, each layer's KV (every
+block of the prompt, including blocks that hit the producer's prefix cache and blocks computed
+by earlier chunks) is written into the consumer's pages as soon as vLLM calls save_kv_layer for
+it; request_finished holds the blocks until the writes completed. Consumer (decode): the
+scheduler reports the prompt's tokens past its own prefix-cache hit, but the last, as loaded
+asynchronously; the worker asks the producer for those blocks only (never a block another
+request shares) and get_finished reports the request once the exact number of immediates the
+plan predicts has landed.
+
+Faults stay per request: a duplicate or malformed id, a dead or restarted producer, a load that
+does not finish within load_timeout_s fail that request (vLLM's kv_load_failure_policy then
+fails it or recomputes it, once); nothing raises into vLLM's engine loop. docs/vllm.md.
 """
 
 from __future__ import annotations
@@ -30,7 +37,20 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 )
 from vllm.logger import init_logger
 
+import fabric_lib as fl
 import fabric_lib.kv as fkv
+
+from ._ids import BadTransferParams, fabric_address, fabric_id, wire_id
+from ._source import ProducerSource
+
+try:  # vLLM with request-keyed load failures (KVConnectorTransferResults.failed_recving)
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorTransferResults
+except ImportError:  # older vLLM: failures go by block id (get_block_ids_with_load_errors)
+    KVConnectorTransferResults = None  # type: ignore[assignment,misc]
+try:  # the worker tells the scheduler its address, which request_finished returns
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorHandshakeMetadata
+except ImportError:
+    KVConnectorHandshakeMetadata = object  # type: ignore[assignment,misc]
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -39,31 +59,71 @@ if TYPE_CHECKING:
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks
     from vllm.v1.core.sched.output import SchedulerOutput
     from vllm.v1.kv_cache_interface import KVCacheConfig
+    from vllm.v1.outputs import KVConnectorOutput
     from vllm.v1.request import Request
 
 # Under vllm.* so that vLLM's logging configuration prints it.
 logger = init_logger("vllm.fabric_connector")
 
+# kv_connector_extra_config keys and their defaults (docs/vllm.md lists them).
+DEFAULTS: dict[str, Any] = {
+    # The producer writes its address here; the consumer reads it for requests that carry no
+    # fabric_address (the producer's returned kv_transfer_params). Needed for those only.
+    "address_file": None,
+    "provider": "tcp",
+    "bind_address": "127.0.0.1",
+    "request_timeout_ms": 5000,  # the engine's bound on one operation; part of the dead-peer bound
+    "heartbeat_ms": 1000,  # a peer silent for 2 heartbeats + request_timeout_ms is dead
+    "receiver_timeout_ms": 60000,  # producer: blocks of a request no consumer asks for are freed
+    "load_timeout_s": 30.0,  # consumer: a load not done by then fails (or is recomputed)
+    "connect_timeout_s": 10.0,  # consumer: one connect to the producer
+    "startup_wait_s": 300.0,  # consumer: how long start-up waits for the address file
+    "quarantine_ms": 30000,
+    "spread": 0,
+    "total_kv_heads": None,  # default: the heads of this rank's cache (TP 1)
+    "head_begin": 0,
+}
+
+
+def _blocks(tokens: int, block_size: int) -> int:
+    return -(-tokens // block_size)
+
 
 @dataclass
 class _Transfer:
     req_id: str  # vLLM's request id on this instance
-    fabric_id: str  # the id both instances agree on (kv_transfer_params["fabric_id"])
-    block_ids: list[int]
-    num_tokens: int
+    wire_id: str  # the id both instances use in the kv module (_ids.wire_id)
+    block_ids: list[int]  # the blocks that move: the producer's sources, the consumer's targets
+    src_first: int = 0  # consumer: the producer's first block wanted (blocks before are cached)
+    address: bytes | None = None  # consumer: the producer, when the request names it
     corrupt: bool = False  # test hook: overwrite the landed KV (the control run)
 
 
 @dataclass
+class FabricHandshake(KVConnectorHandshakeMetadata):
+    address: str  # the producer worker's Sender address, hex
+
+
+@dataclass
 class FabricConnectorMetadata(KVConnectorMetadata):
-    saves: list[_Transfer] = field(default_factory=list)  # producer: prepare these this step
+    saves: list[_Transfer] = field(default_factory=list)  # producer: prepare and send these
     loads: list[_Transfer] = field(default_factory=list)  # consumer: request these this step
 
 
-def _fabric_id(request: Request) -> str | None:
-    params = request.kv_transfer_params or {}
-    value = params.get("fabric_id")
-    return None if value is None else str(value)
+@dataclass
+class _Load:
+    transfer: _Transfer
+    started: float
+    asked: bool = False  # the kv module holds a request under transfer.wire_id for it
+    error: str | None = None  # failed before or after asking
+    cancelled: bool = False  # load_timeout_s ran out: cancel sent
+
+
+@dataclass
+class _Save:
+    transfer: _Transfer
+    prepared: bool = False
+    error: str | None = None
 
 
 class FabricConnector(KVConnectorBase_V1):
@@ -75,91 +135,174 @@ class FabricConnector(KVConnectorBase_V1):
     ) -> None:
         super().__init__(vllm_config, role, kv_cache_config)
         cfg = self._kv_transfer_config
-        self._extra: dict[str, Any] = dict(cfg.kv_connector_extra_config or {})
+        self._extra: dict[str, Any] = {**DEFAULTS, **dict(cfg.kv_connector_extra_config or {})}
+        unknown = set(self._extra) - set(DEFAULTS)
+        if unknown:
+            logger.warning("FabricConnector: unknown kv_connector_extra_config keys %s", unknown)
+        groups = getattr(kv_cache_config, "kv_cache_groups", None)
+        if groups is not None and len(groups) > 1:
+            # Hybrid models (several KV cache groups) would need one transfer per group.
+            raise fl.InvalidArgumentError(
+                f"FabricConnector: the model has {len(groups)} KV cache groups; only models with "
+                "one (plain attention) are supported"
+            )
         self._producer = bool(cfg.is_kv_producer)
         self._block_size = vllm_config.cache_config.block_size
         # Scheduler side.
         self._pending: list[_Transfer] = []
-        self._sending: set[str] = set()
+        self._tracked: dict[str, tuple[Request, str]] = {}  # producer: req_id -> (request, wire id)
+        self._prepared: set[str] = set()  # producer: saves handed to the worker
+        self._local_hit: dict[str, int] = {}  # consumer: req_id -> locally cached tokens
+        self._loading: dict[str, list[int]] = {}  # consumer: req_id -> blocks being loaded
+        self._no_external: set[str] = set()  # consumer: loads failed, recompute locally once
+        self._producer_address: str | None = None  # producer: its worker's, from the handshake
         # Worker side.
         self._sender: fkv.Sender | None = None
         self._receiver: fkv.Receiver | None = None
+        self._source: ProducerSource | None = None
         self._layer_index: dict[str, int] = {}
         self._kv_caches: list[torch.Tensor] = []
-        self._saves: dict[str, _Transfer] = {}  # req_id -> transfer, until reported
+        self._saves: dict[str, _Save] = {}  # req_id -> save, until reported finished
         self._finished_seen: set[str] = set()
-        self._loads: dict[str, _Transfer] = {}
+        self._loads: dict[str, _Load] = {}
+        self._failed_recving: set[str] = set()
         self._load_errors: set[int] = set()
+        # Worker-side counts since start (tests read them; docs/vllm.md).
+        self.counts: dict[str, int] = dict.fromkeys(
+            ("loads", "load_blocks", "offset_loads", "load_failures", "sends", "send_failures"), 0)
 
     # ------------------------------------------------------------------ scheduler side
+
+    def _params(self, request: Request) -> tuple[str, bytes | None] | None:
+        """(wire id, producer address or None) of a request to transfer; None when it asks for
+        no transfer or its kv_transfer_params are malformed (it then runs locally)."""
+        try:
+            user = fabric_id(request.kv_transfer_params)
+            if user is None:
+                return None
+            address = None if self._producer else fabric_address(request.kv_transfer_params)
+        except BadTransferParams as e:
+            logger.warning("FabricConnector: request %s runs without a transfer: %s",
+                           request.request_id, e)
+            return None
+        return wire_id(user, request.prompt_token_ids), address
+
+    def _wire_id(self, request: Request) -> str | None:
+        params = self._params(request)
+        return None if params is None else params[0]
 
     def get_num_new_matched_tokens(
         self, request: Request, num_computed_tokens: int
     ) -> tuple[int | None, bool]:
-        if self._producer or _fabric_id(request) is None:
+        if self._producer or request.request_id in self._no_external:
+            return 0, False  # a failed load is recomputed here, and only once
+        if self._wire_id(request) is None:
             return 0, False
-        # Everything but the last prompt token comes from the producer; computing that one
-        # here gives the first token's logits.
+        # Everything but the last prompt token comes from the producer, past what the local
+        # prefix cache holds (num_computed_tokens, block-aligned); computing the last one here
+        # gives the first token's logits.
         n = len(request.prompt_token_ids or []) - 1 - num_computed_tokens
-        return (n, True) if n > 0 else (0, False)
+        if n <= 0:
+            return 0, False
+        self._local_hit[request.request_id] = num_computed_tokens
+        return n, True
 
     def update_state_after_alloc(
         self, request: Request, blocks: KVCacheBlocks, num_external_tokens: int
     ) -> None:
-        fid = _fabric_id(request)
-        if fid is None:
-            return
-        block_ids = list(blocks.get_block_ids()[0])
         if self._producer:
-            n = len(request.prompt_token_ids or [])
-            self._pending.append(_Transfer(request.request_id, fid, block_ids, n))
-        elif num_external_tokens > 0:
-            params = request.kv_transfer_params or {}
-            self._pending.append(
-                _Transfer(
-                    request.request_id,
-                    fid,
-                    block_ids,
-                    num_external_tokens,
-                    corrupt=bool(params.get("fabric_corrupt", False)),
-                )
-            )
+            wid = self._wire_id(request)
+            # A 1-token prompt leaves the consumer nothing to ask for: holding blocks for it
+            # would only wait for receiver_timeout_ms.
+            if wid is not None and len(request.prompt_token_ids or []) > 1:
+                self._tracked[request.request_id] = (request, wid)
+            return
+        local = self._local_hit.pop(request.request_id, 0)
+        if num_external_tokens <= 0:
+            return
+        parsed = self._params(request)
+        if parsed is None:  # get_num_new_matched_tokens claimed nothing for it either
+            return
+        wid, address = parsed
+        # The blocks past the local hit are this request's own, newly allocated: the load writes
+        # only those, never a cached block another request may share.
+        first = local // self._block_size
+        end = _blocks(local + num_external_tokens, self._block_size)
+        block_ids = list(blocks.get_block_ids()[0])[first:end]
+        params = request.kv_transfer_params or {}
+        self._loading[request.request_id] = block_ids
+        self._pending.append(
+            _Transfer(request.request_id, wid, block_ids, src_first=first, address=address,
+                      corrupt=bool(params.get("fabric_corrupt", False)))
+        )
 
     def build_connector_meta(self, scheduler_output: SchedulerOutput) -> KVConnectorMetadata:
         meta = FabricConnectorMetadata()
-        if self._producer:
-            for t in self._pending:
-                scheduled = scheduler_output.num_scheduled_tokens.get(t.req_id, 0)
-                if scheduled != t.num_tokens:
-                    # Each layer is written once, right after its compute: a prompt split over
-                    # steps (chunked prefill) would send pages not yet computed.
-                    raise NotImplementedError(
-                        f"FabricConnector: request {t.req_id} prefills {scheduled} of "
-                        f"{t.num_tokens} tokens this step; raise max_num_batched_tokens so "
-                        "each prompt prefills in one step"
-                    )
-            meta.saves, self._pending = self._pending, []
-        else:
+        if not self._producer:
             meta.loads, self._pending = self._pending, []
+            return meta
+        scheduled = scheduler_output.num_scheduled_tokens
+        for req_id, (request, wid) in list(self._tracked.items()):
+            if req_id not in scheduled:
+                continue
+            prompt = len(request.prompt_token_ids or [])
+            # num_computed_tokens is still the count before this step (vLLM advances it after
+            # build_connector_meta). Earlier chunks and prefix-cache hits are in the blocks
+            # already; the last chunk completes every block, so the whole prompt goes layer by
+            # layer during this step's forward.
+            if request.num_computed_tokens + scheduled[req_id] < prompt:
+                continue
+            del self._tracked[req_id]
+            assert self._kv_cache_manager is not None
+            block_ids = list(self._kv_cache_manager.get_blocks(req_id).get_block_ids()[0])
+            # The consumer asks for at most prompt - 1 tokens (it computes the last itself).
+            meta.saves.append(_Transfer(req_id, wid, block_ids[: _blocks(prompt - 1, self._block_size)]))
+            self._prepared.add(req_id)
         return meta
+
+    def update_connector_output(self, connector_output: KVConnectorOutput) -> None:
+        failed = set(getattr(connector_output, "failed_recving", None) or ())
+        invalid = set(getattr(connector_output, "invalid_block_ids", None) or ())
+        if invalid:
+            failed |= {r for r, b in self._loading.items() if invalid.intersection(b)}
+        for req_id in set(connector_output.finished_recving or ()) | failed:
+            self._loading.pop(req_id, None)
+        # Under kv_load_failure_policy="recompute" vLLM schedules these again: they are then
+        # computed here, not claimed from the producer a second time.
+        self._no_external |= failed
 
     def request_finished(
         self, request: Request, block_ids: list[int]
     ) -> tuple[bool, dict[str, Any] | None]:
-        # The producer's blocks are sources of writes still in flight: hold them until
-        # get_finished reports the request.
-        if self._producer and _fabric_id(request) is not None:
-            return True, None
+        req_id = request.request_id
+        self._tracked.pop(req_id, None)
+        self._local_hit.pop(req_id, None)
+        self._loading.pop(req_id, None)
+        self._no_external.discard(req_id)
+        if req_id in self._prepared:
+            # The producer's blocks are sources of writes still in flight: hold them until
+            # get_finished reports the request. The returned params are what a consumer needs
+            # to ask for it (a proxy forwards them, as with vLLM's other P2P connectors).
+            self._prepared.discard(req_id)
+            returned: dict[str, Any] = {"fabric_id": fabric_id(request.kv_transfer_params)}
+            if self._producer_address is not None:
+                returned["fabric_address"] = self._producer_address
+            return True, returned
         return False, None
+
+    def set_xfer_handshake_metadata(self, metadata: dict[int, Any]) -> None:
+        first = metadata.get(0)
+        if isinstance(first, FabricHandshake):
+            self._producer_address = first.address
 
     # ------------------------------------------------------------------ worker side
 
     def _engine_kwargs(self) -> dict[str, Any]:
         return {
-            "provider": str(self._extra.get("provider", "tcp")),
-            "bind_address": str(self._extra.get("bind_address", "127.0.0.1")),
-            "request_timeout_ms": int(self._extra.get("request_timeout_ms", 5000)),
-            "heartbeat_ms": int(self._extra.get("heartbeat_ms", 1000)),
+            "provider": str(self._extra["provider"]),
+            "bind_address": str(self._extra["bind_address"]),
+            "request_timeout_ms": int(self._extra["request_timeout_ms"]),
+            "heartbeat_ms": int(self._extra["heartbeat_ms"]),
         }
 
     def _layout(self) -> fkv.Layout:
@@ -170,16 +313,15 @@ class FabricConnector(KVConnectorBase_V1):
         # and both instances must use the same block_size (the fingerprint covers it).
         first = self._kv_caches[0]
         if first.dim() != 4:
-            raise ValueError(f"FabricConnector: unsupported KV cache shape {tuple(first.shape)}")
+            raise fl.InvalidArgumentError(f"FabricConnector: unsupported KV cache shape {tuple(first.shape)}")
         blocks, heads, block_size, width = first.shape
-        total = int(self._extra.get("total_kv_heads", heads))
-        head_begin = int(self._extra.get("head_begin", 0))
+        total = self._extra["total_kv_heads"]
         return fkv.vllm_cpu(
             len(self._kv_caches),
             blocks,
             1,
-            total,
-            head_begin,
+            int(heads if total is None else total),
+            int(self._extra["head_begin"]),
             heads,
             block_size * (width // 2),
             first.element_size(),
@@ -187,71 +329,106 @@ class FabricConnector(KVConnectorBase_V1):
 
     def register_kv_caches(self, kv_caches: dict[str, torch.Tensor]) -> None:
         self._layer_index = {name: i for i, name in enumerate(kv_caches)}
-        self._kv_caches = [t for t in kv_caches.values()]
+        self._kv_caches = list(kv_caches.values())
         for t in self._kv_caches:
             if not t.is_contiguous():
-                raise ValueError("FabricConnector: KV cache tensors must be contiguous")
+                raise fl.InvalidArgumentError("FabricConnector: KV cache tensors must be contiguous")
         layout = self._layout()
-        address_file = str(self._extra["address_file"])
+        address_file = self._extra["address_file"]
         engine = self._engine_kwargs()
         if self._producer:
             self._sender = fkv.Sender(
                 layout,
                 self._kv_caches,
-                receiver_timeout_ms=int(self._extra.get("receiver_timeout_ms", 300000)),
+                receiver_timeout_ms=int(self._extra["receiver_timeout_ms"]),
                 **engine,
             )
-            tmp = address_file + ".tmp"
-            with open(tmp, "w") as f:
-                f.write(self._sender.address.hex())
-            os.replace(tmp, address_file)  # readers never see half an address
-            logger.info("FabricConnector producer: %d layers, address in %s", layout.num_layers,
-                        address_file)
-        else:
-            self._receiver = fkv.Receiver(
-                layout,
-                self._kv_caches,
-                spread=int(self._extra.get("spread", 0)),
-                quarantine_ms=int(self._extra.get("quarantine_ms", 30000)),
-                **engine,
-            )
-            deadline = time.monotonic() + float(self._extra.get("connect_timeout_s", 300))
-            while not os.path.exists(address_file):  # the producer may still be loading
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"FabricConnector: no producer address in {address_file}")
-                time.sleep(0.1)
-            with open(address_file) as f:
-                address = bytes.fromhex(f.read().strip())
-            self._source = self._receiver.connect(address, 60.0)
-            logger.info("FabricConnector consumer: connected to the producer")
-
-    def _prepare(self, t: _Transfer) -> None:
-        if t.req_id in self._saves:
+            if address_file:
+                tmp = f"{address_file}.{os.getpid()}.tmp"
+                with open(tmp, "w") as f:
+                    f.write(self._sender.address.hex())
+                os.replace(tmp, str(address_file))  # readers never see half an address
+            logger.info("FabricConnector producer: %d layers, address %s", layout.num_layers,
+                        address_file or "returned in kv_transfer_params")
             return
-        assert self._sender is not None
-        pages = t.block_ids[: -(-t.num_tokens // self._block_size)]
-        self._sender.prepare(t.fabric_id, pages, len(pages))  # whole blocks (see _layout)
-        self._saves[t.req_id] = t
+        self._receiver = fkv.Receiver(
+            layout,
+            self._kv_caches,
+            spread=int(self._extra["spread"]),
+            quarantine_ms=int(self._extra["quarantine_ms"]),
+            **engine,
+        )
+        self._source = ProducerSource(self._receiver, address_file or None,
+                                      float(self._extra["connect_timeout_s"]), logger)
+        if address_file:
+            # Connect now if the producer is up (it may still be loading); otherwise the first
+            # request connects. Never fatal: a missing producer fails requests, not the engine.
+            self._source.wait_for_file(float(self._extra["startup_wait_s"]))
+            try:
+                self._source.get()
+            except fl.FabricError as e:
+                logger.warning("FabricConnector consumer: no producer yet (%s); requests connect",
+                               e)
+
+    def get_handshake_metadata(self) -> Any:
+        if self._sender is None:
+            return None
+        return FabricHandshake(self._sender.address.hex())
 
     def start_load_kv(self, forward_context: ForwardContext, **kwargs: Any) -> None:
         # vLLM calls this after the forward when no load is synchronous, so the producer's
         # saves are prepared at their first save_kv_layer (or here, whichever comes first).
         meta = self._get_connector_metadata()
         assert isinstance(meta, FabricConnectorMetadata)
-        if meta.saves or meta.loads:
-            logger.info("FabricConnector step: %d saves, %d loads", len(meta.saves), len(meta.loads))
         if self._sender is not None:
             for t in meta.saves:
                 self._prepare(t)
         if self._receiver is not None:
             for t in meta.loads:
-                pages = t.block_ids[: -(-t.num_tokens // self._block_size)]
+                self._ask(t)
+
+    def _prepare(self, t: _Transfer) -> None:
+        if t.req_id in self._saves:
+            return
+        save = self._saves[t.req_id] = _Save(t)
+        assert self._sender is not None
+        try:
+            self._sender.prepare(t.wire_id, t.block_ids, len(t.block_ids))  # whole blocks
+            save.prepared = True
+            self.counts["sends"] += 1
+        except Exception as e:  # noqa: BLE001 - e.g. a duplicate id: that request's send fails
+            save.error = str(e)
+            self.counts["send_failures"] += 1
+            logger.warning("FabricConnector: cannot send %s (%s): %s", t.wire_id, t.req_id, e)
+
+    def _ask(self, t: _Transfer) -> None:
+        load = _Load(t, time.monotonic())
+        if t.req_id in self._loads:  # vLLM reuses no request id while it is loading
+            logger.warning("FabricConnector: %s is loading already", t.req_id)
+            return
+        self._loads[t.req_id] = load
+        assert self._receiver is not None and self._source is not None
+        for attempt in (0, 1):
+            try:
+                source = self._source.get(t.address)
                 # Whole blocks: slots past the loaded tokens are written here before they are
                 # read (the last prompt token and every decoded one).
-                expected = self._receiver.request(t.fabric_id, pages, len(pages), [self._source])
-                logger.info("FabricConnector: asked for %s (%d tokens, %d pages, %d immediates)",
-                            t.fabric_id, t.num_tokens, len(pages), expected)
-                self._loads[t.req_id] = t
+                expected = self._receiver.request(t.wire_id, t.block_ids, len(t.block_ids),
+                                                  [source], src_first=t.src_first)
+                load.asked = True
+                logger.debug("FabricConnector: asked for %s (%d blocks from block %d, %d "
+                             "immediates)", t.wire_id, len(t.block_ids), t.src_first, expected)
+                return
+            except fl.InvalidArgumentError as e:
+                if "exists" in str(e):  # a duplicate id: only this request fails
+                    load.error = str(e)
+                    break
+                load.error = str(e)  # e.g. the cached producer died: look it up again, once
+            except Exception as e:  # noqa: BLE001 - per request, never into the engine loop
+                load.error = str(e)
+            if attempt == 0:
+                self._source.forget()
+        logger.warning("FabricConnector: cannot load %s (%s): %s", t.wire_id, t.req_id, load.error)
 
     def wait_for_layer_load(self, layer_name: str) -> None:
         return  # loads are asynchronous: the request waits in the scheduler until get_finished
@@ -271,49 +448,123 @@ class FabricConnector(KVConnectorBase_V1):
             return
         layer = self._layer_index[layer_name]
         for t in meta.saves:
-            # The whole prompt runs in this step (one prefill chunk): write the layer now.
+            # This step holds the request's last prefill chunk: after this layer's forward every
+            # block of the prompt holds its final KV for this layer.
             self._prepare(t)
-            self._sender.layer_done(t.fabric_id, layer)
-        if layer == len(self._layer_index) - 1:
-            logger.info("FabricConnector: last layer of %d requests computed", len(meta.saves))
+            save = self._saves[t.req_id]
+            if not save.prepared or save.error is not None:
+                continue
+            try:
+                self._sender.layer_done(t.wire_id, layer)
+            except Exception as e:  # noqa: BLE001 - fail this send, keep the engine
+                save.error = str(e)
+                logger.warning("FabricConnector: sending layer %d of %s: %s", layer, t.wire_id, e)
+                self._cancel_send(t.wire_id)
+
+    def _cancel_send(self, wid: str) -> None:
+        try:
+            assert self._sender is not None
+            self._sender.cancel(wid)
+        except Exception as e:  # noqa: BLE001
+            logger.warning("FabricConnector: cancelling %s: %s", wid, e)
 
     def wait_for_save(self) -> None:
         return  # writes complete in the background; request_finished held the blocks
 
     def get_finished(self, finished_req_ids: set[str]) -> tuple[set[str] | None, set[str] | None]:
-        sending: set[str] = set()
-        recving: set[str] = set()
-        if self._sender is not None:
-            self._finished_seen |= finished_req_ids
-            for req_id in list(self._saves):
-                if req_id not in self._finished_seen:
-                    continue
-                t = self._saves[req_id]
-                state, error = self._sender.poll(t.fabric_id)
-                if state in fkv.TERMINAL:
-                    if error:
-                        logger.warning("FabricConnector: sending %s %s: %s", t.fabric_id, state,
-                                       error)
-                    self._sender.release(t.fabric_id)
-                    del self._saves[req_id]
-                    self._finished_seen.discard(req_id)
-                    sending.add(req_id)
-        if self._receiver is not None:
-            for req_id in list(self._loads):
-                t = self._loads[req_id]
-                state, error = self._receiver.poll(t.fabric_id)
+        sending = self._finished_sends(finished_req_ids) if self._sender is not None else set()
+        recving = self._finished_loads() if self._receiver is not None else set()
+        return sending or None, recving or None
+
+    def _finished_sends(self, finished_req_ids: set[str]) -> set[str]:
+        assert self._sender is not None
+        done: set[str] = set()
+        self._finished_seen |= finished_req_ids
+        for req_id in list(self._saves):
+            if req_id not in self._finished_seen:
+                continue
+            save = self._saves[req_id]
+            wid = save.transfer.wire_id
+            if save.prepared:
+                try:
+                    state, error = self._sender.poll(wid)
+                except Exception as e:  # noqa: BLE001
+                    state, error = "failed", str(e)
                 if state not in fkv.TERMINAL:
                     continue
-                logger.info("FabricConnector: %s %s", t.fabric_id, state)
                 if state != "done":
-                    logger.warning("FabricConnector: receiving %s %s: %s", t.fabric_id, state, error)
-                    self._load_errors.update(t.block_ids)
-                elif t.corrupt:
+                    logger.warning("FabricConnector: sending %s %s: %s", wid, state, error)
+                    self.counts["send_failures"] += 1
+                try:
+                    self._sender.release(wid)
+                except Exception as e:  # noqa: BLE001
+                    logger.warning("FabricConnector: releasing %s: %s", wid, e)
+            del self._saves[req_id]
+            self._finished_seen.discard(req_id)
+            done.add(req_id)
+        return done
+
+    def _finished_loads(self) -> set[str]:
+        assert self._receiver is not None
+        done: set[str] = set()
+        timeout = float(self._extra["load_timeout_s"])
+        now = time.monotonic()
+        for req_id, load in list(self._loads.items()):
+            t = load.transfer
+            if load.asked:
+                try:
+                    state, error = self._receiver.poll(t.wire_id)
+                except Exception as e:  # noqa: BLE001
+                    state, error = "failed", str(e)
+                if state not in fkv.TERMINAL:
+                    if now - load.started > timeout and not load.cancelled:
+                        # Never started or stalled: stop it; it turns cancelled once no write of
+                        # it can land any more, and then fails here.
+                        load.cancelled = True
+                        load.error = f"not loaded within load_timeout_s={timeout:g}"
+                        logger.warning("FabricConnector: %s %s", t.wire_id, load.error)
+                        try:
+                            self._receiver.cancel(t.wire_id)
+                        except Exception as e:  # noqa: BLE001
+                            logger.warning("FabricConnector: cancelling %s: %s", t.wire_id, e)
+                    continue
+                if state != "done":
+                    load.error = load.error or f"{state}: {error}"
+                else:
+                    load.error = None  # landed whole, even if a late cancel raced it
+                try:
+                    self._receiver.release(t.wire_id)
+                except Exception as e:  # noqa: BLE001
+                    logger.warning("FabricConnector: releasing %s: %s", t.wire_id, e)
+            if load.error is not None:
+                logger.warning("FabricConnector: load of %s (%s) failed: %s", t.wire_id, req_id,
+                               load.error)
+                self._failed_recving.add(req_id)
+                self._load_errors.update(t.block_ids)
+                self.counts["load_failures"] += 1
+                # The producer may have died or restarted: look it up afresh next time.
+                assert self._source is not None
+                self._source.forget()
+            else:
+                self.counts["loads"] += 1
+                self.counts["load_blocks"] += len(t.block_ids)
+                self.counts["offset_loads"] += 1 if t.src_first > 0 else 0
+                if t.corrupt:
                     self._corrupt(t)
-                self._receiver.release(t.fabric_id)
-                del self._loads[req_id]
-                recving.add(req_id)
-        return sending or None, recving or None
+            del self._loads[req_id]
+            done.add(req_id)
+        return done
+
+    def get_transfer_results(self, finished_req_ids: set[str]) -> Any:
+        sending, recving = self.get_finished(finished_req_ids)
+        failed, self._failed_recving = self._failed_recving, set()
+        self._load_errors.clear()  # reported by request id instead
+        assert KVConnectorTransferResults is not None
+        return KVConnectorTransferResults(
+            finished_sending=set(sending or ()),
+            finished_recving=set(recving or ()),
+            failed_recving=failed,
+        )
 
     def _corrupt(self, t: _Transfer) -> None:
         # The control run: the KV that came over is overwritten, so the output must change.
@@ -331,4 +582,10 @@ class FabricConnector(KVConnectorBase_V1):
             if endpoint is not None:
                 endpoint.close()
         self._sender = self._receiver = None
+
+
+if KVConnectorTransferResults is None:  # older vLLM: only get_finished and block-keyed errors
+    del FabricConnector.get_transfer_results
+
+__all__ = ["DEFAULTS", "FabricConnector", "FabricConnectorMetadata", "FabricHandshake"]
 
