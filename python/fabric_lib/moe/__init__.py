@@ -17,7 +17,8 @@ from __future__ import annotations
 from ._buffer import Buffer, Handle
 from ._store import store_all_gather
 
-__all__ = ["Buffer", "ExpertParallelMoe", "Handle", "expert_parallel", "store_all_gather"]
+__all__ = ["Buffer", "ExpertParallelMoe", "FabricPrepareAndFinalize", "Handle", "expert_parallel",
+           "store_all_gather"]
 
 
 def __getattr__(name: str):
@@ -26,4 +27,8 @@ def __getattr__(name: str):
         from . import _ep_block
 
         return getattr(_ep_block, name)
+    if name == "FabricPrepareAndFinalize":  # vLLM's EP slot: needs vllm
+        from ._vllm_slot import FabricPrepareAndFinalize
+
+        return FabricPrepareAndFinalize
     raise AttributeError(name)
