@@ -7,6 +7,7 @@
 #include "fabric/engine.hpp"
 #include "fabric/gpu_flag.hpp"
 #include "fabric/imm_counter.hpp"
+#include "fabric/imm_counts.hpp"
 #include "fabric/memory.hpp"
 #include "fabric/net_addr.hpp"
 #include "fabric/nic_plan.hpp"

@@ -33,6 +33,9 @@ from ._native import (
     Watcher,
     __version__,
     library_threads,
+    paged_writes_imm_count,
+    scatter_imm_count,
+    single_write_imm_count,
 )
 from ._signals import restore_interpreter_handlers
 
@@ -40,7 +43,6 @@ from ._signals import restore_interpreter_handlers
 restore_interpreter_handlers()
 del restore_interpreter_handlers
 
-from ._counts import paged_writes_imm_count, scatter_imm_count, single_write_imm_count  # noqa: E402
 from ._store import all_gather_bytes  # noqa: E402
 
 if _typing.TYPE_CHECKING:

@@ -492,3 +492,14 @@ class Engine:
 
 def library_threads() -> list[tuple[str, int, str]]:
     """Every running thread that fabric-lib started, as (name, tid, cpulist) tuples: where each placed itself (docs/concepts.md, "Threads and CPUs")."""
+
+def single_write_imm_count(
+    length: int, num_domains: int, *, num_shards: int = 0, domain: int | None = None
+) -> int:
+    """Immediates one Engine.single_write with an imm delivers, routed as given."""
+
+def paged_writes_imm_count(num_pages: int) -> int:
+    """Immediates one Engine.paged_writes with an imm delivers: one per page."""
+
+def scatter_imm_count(length: int, num_domains: int, routing: str | int = "peers") -> int:
+    """Immediates each receiving peer sees for its slice of `length` bytes of a scatter."""

@@ -17,6 +17,7 @@
 
 namespace fabric::python {
 void bind_weights(pybind11::module_& m);  // weights.cpp
+void bind_counts(pybind11::module_& m);   // counts.cpp
 }
 
 namespace py = pybind11;
@@ -37,6 +38,7 @@ PYBIND11_MODULE(_native, m) {
   bind_watcher(m);
   bind_engine(m);
   bind_weights(m);
+  bind_counts(m);
   m.def(
       "library_threads",
       [] {

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "fabric/imm_counts.hpp"
+
 namespace fabric::engine {
 
 namespace {
@@ -16,10 +18,12 @@ ScatterPiece make_piece(ScatterPiece*, std::uint64_t offset, std::uint64_t lengt
   return {0, domain, offset, offset, length};
 }
 
-// The sharding of one write, appended to `out` (both piece types share it).
-template <typename Piece>
-Status plan_pieces(std::vector<Piece>& out, std::uint64_t length, const WriteRouting& routing,
-                   std::uint32_t num_domains, std::uint64_t max_write) {
+// The sharding of one write: emit(offset, length, domain) per WRITE, in posting order. The one
+// place the rule lives; the plans and the public imm counts (fabric/imm_counts.hpp) all walk it.
+template <typename Emit>
+Status for_each_piece(std::uint64_t length, const WriteRouting& routing, std::uint32_t num_domains,
+                      std::uint64_t max_write, Emit&& emit) {
+  if (num_domains == 0) return Status(Errc::invalid_argument, "a group has at least one Domain");
   std::uint32_t shards = 1;
   std::uint32_t first_domain = 0;
   if (routing.mode == WriteRouting::Mode::pin) {
@@ -50,12 +54,47 @@ Status plan_pieces(std::vector<Piece>& out, std::uint64_t length, const WriteRou
     std::uint64_t left = shard_len;
     do {
       const std::uint64_t part = left < max_write ? left : max_write;
-      out.push_back(make_piece(static_cast<Piece*>(nullptr), offset, part, domain));
+      emit(offset, part, domain);
       offset += part;
       left -= part;
     } while (left > 0);
   }
   return Status::success();
+}
+
+// The sharding of one write, appended to `out` (both piece types share it).
+template <typename Piece>
+Status plan_pieces(std::vector<Piece>& out, std::uint64_t length, const WriteRouting& routing,
+                   std::uint32_t num_domains, std::uint64_t max_write) {
+  return for_each_piece(length, routing, num_domains, max_write,
+                        [&out](std::uint64_t offset, std::uint64_t part, std::uint32_t domain) {
+                          out.push_back(make_piece(static_cast<Piece*>(nullptr), offset, part,
+                                                   domain));
+                        });
+}
+
+Result<std::uint64_t> count_pieces(std::uint64_t length, const WriteRouting& routing,
+                                   std::uint32_t num_domains) {
+  std::uint64_t n = 0;
+  auto st = for_each_piece(length, routing, num_domains, kMaxWriteBytes,
+                           [&n](std::uint64_t, std::uint64_t, std::uint32_t) { ++n; });
+  if (!st.ok()) return st;
+  return n;
+}
+
+// The per-peer routing of a scatter slice: the same choice plan_scatter_into makes.
+Result<WriteRouting> slice_routing(const ScatterRouting& routing, std::uint32_t peer,
+                                   std::uint32_t num_domains) {
+  switch (routing.mode) {
+    case ScatterRouting::Mode::shard_peers:
+      return WriteRouting::pinned(peer % num_domains);
+    case ScatterRouting::Mode::shard_bytes:
+      return WriteRouting::shards(num_domains);
+    case ScatterRouting::Mode::single_domain:
+      return WriteRouting::pinned(routing.domain);
+  }
+  return Status(Errc::invalid_argument, fmt::format("undefined ScatterRouting::Mode {}",
+                                                    static_cast<unsigned>(routing.mode)));
 }
 
 }  // namespace
@@ -96,21 +135,9 @@ Status plan_scatter_into(std::vector<ScatterPiece>& out, const std::vector<Scatt
               slices.size() * (routing.mode == ScatterRouting::Mode::shard_bytes ? num_domains : 1));
   for (std::uint32_t p = 0; p < slices.size(); ++p) {
     const ScatterSlice& s = slices[p];
-    WriteRouting per_peer;
-    switch (routing.mode) {
-      case ScatterRouting::Mode::shard_peers:
-        per_peer = WriteRouting::pinned(p % num_domains);
-        break;
-      case ScatterRouting::Mode::shard_bytes:
-        per_peer = WriteRouting::shards(num_domains);
-        break;
-      case ScatterRouting::Mode::single_domain:
-        per_peer = WriteRouting::pinned(routing.domain);
-        break;
-      default:
-        return Status(Errc::invalid_argument, fmt::format("undefined ScatterRouting::Mode {}",
-                                                          static_cast<unsigned>(routing.mode)));
-    }
+    auto routed = slice_routing(routing, p, num_domains);
+    if (!routed) return routed.status();
+    const WriteRouting per_peer = *routed;
     // A pinned slice that fits one WRITE is that WRITE, as plan_pieces would make it: most
     // slices of a dispatch are, and this skips the general sharding per slice.
     if (per_peer.mode == WriteRouting::Mode::pin && per_peer.domain < num_domains &&
@@ -134,3 +161,22 @@ Status plan_scatter_into(std::vector<ScatterPiece>& out, const std::vector<Scatt
 }
 
 }  // namespace fabric::engine
+
+namespace fabric {
+
+Result<std::uint64_t> single_write_imm_count(std::uint64_t length, std::uint32_t num_domains,
+                                             const WriteRouting& routing) {
+  return engine::count_pieces(length, routing, num_domains);
+}
+
+Result<std::uint64_t> scatter_imm_count(std::uint64_t length, std::uint32_t num_domains,
+                                        const ScatterRouting& routing) {
+  if (num_domains == 0) return Status(Errc::invalid_argument, "a group has at least one Domain");
+  // Every peer's slice is routed alike but for shard_peers' Domain, which does not change the
+  // count: peer 0 stands for all.
+  auto routed = engine::slice_routing(routing, 0, num_domains);
+  if (!routed) return routed.status();
+  return engine::count_pieces(length, *routed, num_domains);
+}
+
+}  // namespace fabric

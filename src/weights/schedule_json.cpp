@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "fabric/imm_counts.hpp"
 #include "fabric/requests.hpp"
 #include "fabric/weights/schedule.hpp"
 
@@ -14,13 +15,8 @@ namespace fabric::weights {
 using nlohmann::json;
 
 std::uint64_t write_imm_count(std::uint64_t length, std::uint32_t num_domains) {
-  const std::uint64_t k = std::max<std::uint32_t>(1, num_domains);
-  std::uint64_t total = 0;
-  for (std::uint64_t i = 0; i < k; ++i) {
-    const std::uint64_t piece = length / k + (i < length % k ? 1 : 0);
-    total += std::max<std::uint64_t>(1, (piece + kMaxWriteBytes - 1) / kMaxWriteBytes);
-  }
-  return total;
+  // The engine's own rule (a write over every Domain); it cannot fail for one Domain or more.
+  return single_write_imm_count(length, std::max<std::uint32_t>(1, num_domains)).value();
 }
 
 std::uint32_t data_imm(std::uint64_t version) noexcept {

@@ -1,4 +1,5 @@
 #include "engine/write_plan.hpp"
+#include "fabric/imm_counts.hpp"
 
 #include <gtest/gtest.h>
 
@@ -137,6 +138,52 @@ TEST(ScatterPlan, SingleDomainPinsEverySlice) {
   ASSERT_TRUE(plan.ok());
   for (const auto& p : *plan) EXPECT_EQ(p.domain, 1u);
   EXPECT_FALSE(plan_scatter(three_slices(), ScatterRouting::pinned(2), 2).ok());
+}
+
+// The public counts are the plans' sizes: one rule, walked by both (fabric/imm_counts.hpp).
+TEST(ImmCounts, SingleWriteCountIsThePlansLengthForEveryRouting) {
+  const std::uint64_t lengths[] = {0, 1, 7, 4096, kMaxWriteBytes - 1, kMaxWriteBytes,
+                                   kMaxWriteBytes + 1, 3 * kMaxWriteBytes + 2};
+  const WriteRouting routings[] = {WriteRouting::all_domains(), WriteRouting::shards(3),
+                                   WriteRouting::shards(1), WriteRouting::pinned(1)};
+  for (std::uint32_t k : {1u, 2u, 4u}) {
+    for (std::uint64_t length : lengths) {
+      for (const WriteRouting& r : routings) {
+        auto plan = plan_single_write(length, r, k);
+        auto count = single_write_imm_count(length, k, r);
+        ASSERT_EQ(plan.ok(), count.ok()) << length << " over " << k;
+        if (plan.ok()) EXPECT_EQ(*count, plan->size()) << length << " over " << k;
+      }
+    }
+  }
+}
+
+TEST(ImmCounts, ScatterCountIsEachPeersShareOfThePlan) {
+  for (const ScatterRouting& r :
+       {ScatterRouting::peers(), ScatterRouting::bytes(), ScatterRouting::pinned(1)}) {
+    const std::vector<ScatterSlice> slices(3, ScatterSlice{{}, 3 * kMaxWriteBytes + 5, 0, 0});
+    auto plan = plan_scatter(slices, r, 2);
+    ASSERT_TRUE(plan.ok());
+    auto count = scatter_imm_count(slices[0].length, 2, r);
+    ASSERT_TRUE(count.ok());
+    for (std::uint32_t peer = 0; peer < 3; ++peer) {
+      std::uint64_t n = 0;
+      for (const auto& p : *plan) n += p.peer == peer ? 1 : 0;
+      EXPECT_EQ(n, *count) << "peer " << peer;
+    }
+  }
+}
+
+TEST(ImmCounts, TheDocumentedTableAndItsErrors) {
+  EXPECT_EQ(single_write_imm_count(4096, 1).value(), 1u);
+  EXPECT_EQ(single_write_imm_count(1, 2).value(), 2u);  // an empty piece still carries the imm
+  EXPECT_EQ(single_write_imm_count(10, 4, WriteRouting::shards(3)).value(), 3u);
+  EXPECT_EQ(paged_writes_imm_count(17), 17u);
+  EXPECT_EQ(single_write_imm_count(1, 0).status().code(), Errc::invalid_argument);
+  EXPECT_EQ(single_write_imm_count(1, 2, WriteRouting::pinned(2)).status().code(),
+            Errc::invalid_argument);
+  EXPECT_EQ(scatter_imm_count(1, 2, ScatterRouting::pinned(5)).status().code(),
+            Errc::invalid_argument);
 }
 
 }  // namespace

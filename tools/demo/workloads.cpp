@@ -1,5 +1,7 @@
 #include "workloads.hpp"
 
+#include <fabric/imm_counts.hpp>
+
 #include <algorithm>
 #include <cmath>
 
@@ -21,22 +23,10 @@ std::vector<Workload> all_workloads() {
   return list;
 }
 
-std::uint64_t single_write_imm_count(std::uint64_t length, const fabric::WriteRouting& routing,
-                                     std::size_t num_domains) {
-  const std::uint64_t pieces = routing.mode == fabric::WriteRouting::Mode::pin ? 1
-                               : routing.num_shards == 0 ? num_domains
-                                                         : routing.num_shards;
-  std::uint64_t imms = 0;
-  for (std::uint64_t i = 0; i < pieces; ++i) {
-    const std::uint64_t piece = length / pieces + (i < length % pieces ? 1 : 0);
-    imms += std::max<std::uint64_t>(1, (piece + fabric::kMaxWriteBytes - 1) / fabric::kMaxWriteBytes);
-  }
-  return imms;
-}
-
 std::uint64_t imms_per_request(const Workload& w, std::size_t num_domains) {
-  if (w.op == Op::paged_write) return w.count;
-  return single_write_imm_count(w.size, fabric::WriteRouting::all_domains(), num_domains);
+  if (w.op == Op::paged_write) return fabric::paged_writes_imm_count(w.count);
+  // The engine's rule; a demo workload always has at least one Domain.
+  return fabric::single_write_imm_count(w.size, static_cast<std::uint32_t>(num_domains)).value();
 }
 
 std::uint32_t window_for(const Workload& w) {

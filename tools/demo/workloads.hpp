@@ -25,9 +25,6 @@ struct Workload {
 
 std::vector<Workload> all_workloads();
 
-// The documented immediate count of one single write (docs/api.md, "Immediate counts").
-std::uint64_t single_write_imm_count(std::uint64_t length, const fabric::WriteRouting& routing,
-                                     std::size_t num_domains);
 std::uint64_t imms_per_request(const Workload& w, std::size_t num_domains);
 
 // Requests kept in flight: deep for small requests, shallow for big ones so

@@ -105,7 +105,8 @@ struct Schedule {
 };
 
 // Immediates one WRITE of `length` bytes brings its target with the default
-// routing over `num_domains` Domains (docs/api.md, immediate counts).
+// routing over `num_domains` Domains: the engine's single_write_imm_count
+// (fabric/imm_counts.hpp).
 [[nodiscard]] std::uint64_t write_imm_count(std::uint64_t length, std::uint32_t num_domains);
 
 // The immediate values of update `version`: every data write and every commit
