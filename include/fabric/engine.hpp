@@ -204,6 +204,12 @@ class TransferEngine {
   Status submit_single_write(const SingleWrite& request, OnDone on_done);
   Status submit_paged_writes(const PagedWrite& request, OnDone on_done);
   Status submit_imm(std::uint32_t imm, const MrDesc& dst, OnDone on_done);
+  // RDMA READs from a peer's memory into ours (docs/api.md#reads): the peer must have
+  // registered it with Access::remote_read (else invalid_argument here, or a provider error
+  // where a descriptor claims more than its keys allow); Errc::unsupported where the provider
+  // cannot READ. Completion as for writes; no immediates.
+  Status submit_single_read(const SingleRead& request, OnDone on_done);
+  Status submit_paged_reads(const PagedRead& request, OnDone on_done);
 
   // Resolves the peers once for scatters and barriers; lives until stop().
   Result<PeerGroupHandle> add_peer_group(const std::vector<NetAddr>& peers);

@@ -60,15 +60,20 @@ struct RemoteKey {
   friend bool operator==(const RemoteKey&, const RemoteKey&) = default;
 };
 
-// Immutable and cheap to copy. Wire format (version 2, checksummed) in docs/api.md#wire-formats.
+// Immutable and cheap to copy. Wire format (checksummed) in docs/api.md#wire-formats: version 3
+// for a region peers may only write (the default registration), version 4, which adds the
+// access bits, for any other; both decode.
 class MrDesc {
  public:
   static constexpr std::uint8_t kWireVersion = 3;
+  static constexpr std::uint8_t kWireVersionWithAccess = 4;
 
   MrDesc() = default;
-  // keys: one per Domain of the owner's group `group`, which registered the memory.
+  // keys: one per Domain of the owner's group `group`, which registered the memory with
+  // `access` (what peers may do to it; a reader checks Access::remote_read before it posts).
   static Result<MrDesc> make(NetAddr owner, std::uint64_t base, std::uint64_t length,
-                             std::vector<RemoteKey> keys, std::uint32_t group = 0);
+                             std::vector<RemoteKey> keys, std::uint32_t group = 0,
+                             Access access = Access::remote_write);
 
   static Result<MrDesc> decode(std::span<const std::byte> bytes);
   // Accepts the output of to_string().
@@ -92,6 +97,9 @@ class MrDesc {
   [[nodiscard]] std::uint32_t group() const noexcept;
   // One per Domain of that group, in Domain order.
   [[nodiscard]] std::span<const RemoteKey> keys() const noexcept;
+  // What the owner let peers do (reg_mr's `access`). Informational for the owner's safety: the
+  // owner's provider enforces it on the keys whatever a descriptor claims.
+  [[nodiscard]] Access access() const noexcept;
 
   friend bool operator==(const MrDesc& a, const MrDesc& b);
 

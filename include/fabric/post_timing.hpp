@@ -7,7 +7,16 @@
 
 namespace fabric {
 
-enum class PostKind : std::uint8_t { send, single_write, paged_write, imm, scatter, barrier };
+enum class PostKind : std::uint8_t {
+  send,
+  single_write,
+  paged_write,
+  imm,
+  scatter,
+  barrier,
+  single_read,
+  paged_read,
+};
 
 struct PostTiming {
   PostKind kind = PostKind::single_write;

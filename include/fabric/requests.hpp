@@ -65,6 +65,26 @@ struct PagedWrite {
   Pages dst_pages;
 };
 
+// An RDMA READ of `length` bytes from a peer's memory (src, registered there with
+// Access::remote_read) into local registered memory (dst). READs carry no immediate: the reader's
+// on_done is the only completion. `routing` spreads it over the Domains as for a single write.
+struct SingleRead {
+  std::uint64_t length = 0;
+  RemoteSlice src;
+  LocalSlice dst;
+  WriteRouting routing = WriteRouting::all_domains();
+};
+
+// Page i: page_length bytes from src at src_pages' page i into dst at dst_pages' page i
+// (page i on Domain i mod K). No immediate, as for SingleRead.
+struct PagedRead {
+  std::uint64_t page_length = 0;
+  MrDesc src;
+  Pages src_pages;
+  MrHandle dst;
+  Pages dst_pages;
+};
+
 }  // namespace fabric
 
 namespace fabric {

@@ -13,11 +13,21 @@ struct MrDesc::Data {
   std::uint64_t length = 0;
   std::vector<RemoteKey> keys;
   std::uint32_t group = 0;
+  Access access = Access::remote_write;
 };
 
 namespace {
 constexpr std::uint8_t kMagic[3] = {'F', 'M', 'D'};
 constexpr std::string_view kTextPrefix = "fmd3:";
+constexpr std::string_view kTextPrefixWithAccess = "fmd4:";
+constexpr auto kKnownAccess =
+    static_cast<std::uint32_t>(Access::remote_write | Access::remote_read);
+
+// Version 3 for the default (write-only) registration keeps those descriptors byte for byte what
+// earlier builds wrote and read; only a region with other rights needs version 4.
+std::uint8_t version_for(Access access) {
+  return access == Access::remote_write ? MrDesc::kWireVersion : MrDesc::kWireVersionWithAccess;
+}
 
 Status malformed(std::string_view what) {
   return {Errc::malformed, fmt::format("MrDesc: {}", what)};
@@ -25,8 +35,11 @@ Status malformed(std::string_view what) {
 }  // namespace
 
 Result<MrDesc> MrDesc::make(NetAddr owner, std::uint64_t base, std::uint64_t length,
-                            std::vector<RemoteKey> keys, std::uint32_t group) {
+                            std::vector<RemoteKey> keys, std::uint32_t group, Access access) {
   if (owner.empty()) return malformed("owner NetAddr is empty");
+  if ((static_cast<std::uint32_t>(access) & ~kKnownAccess) != 0) {
+    return malformed(fmt::format("unknown access bits {:#x}", static_cast<std::uint32_t>(access)));
+  }
   if (length == 0) return malformed("length is 0");
   if (!checked::add(base, length)) {
     return malformed(fmt::format("base {:#x} + length {} overflows", base, length));
@@ -45,6 +58,7 @@ Result<MrDesc> MrDesc::make(NetAddr owner, std::uint64_t base, std::uint64_t len
   data->length = length;
   data->keys = std::move(keys);
   data->group = group;
+  data->access = access;
   MrDesc d;
   d.data_ = std::move(data);
   return d;
@@ -64,19 +78,21 @@ std::uint32_t MrDesc::group() const noexcept { return data_ ? data_->group : 0; 
 std::span<const RemoteKey> MrDesc::keys() const noexcept {
   return data_ ? std::span<const RemoteKey>(data_->keys) : std::span<const RemoteKey>();
 }
+Access MrDesc::access() const noexcept { return data_ ? data_->access : Access::remote_write; }
 
 bool operator==(const MrDesc& a, const MrDesc& b) {
   if (a.data_ == b.data_) return true;
   if (!a.data_ || !b.data_) return false;
   return a.data_->owner == b.data_->owner && a.data_->base == b.data_->base &&
          a.data_->length == b.data_->length && a.data_->keys == b.data_->keys &&
-         a.data_->group == b.data_->group;
+         a.data_->group == b.data_->group && a.data_->access == b.data_->access;
 }
 
 std::vector<std::byte> MrDesc::encode() const {
   wire::Writer w;
   for (auto m : kMagic) w.u8(m);
-  w.u8(kWireVersion);
+  const std::uint8_t version = version_for(access());
+  w.u8(version);
   w.u64(base());
   w.u64(size());
   const auto owner_bytes = owner().encode();
@@ -89,6 +105,7 @@ std::vector<std::byte> MrDesc::encode() const {
     w.u64(key.addr_base);
     w.u64(key.rkey);
   }
+  if (version == kWireVersionWithAccess) w.u8(static_cast<std::uint8_t>(access()));
   w.seal();
   return std::move(w).take();
 }
@@ -102,10 +119,10 @@ Result<MrDesc> MrDesc::decode(std::span<const std::byte> bytes) {
   }
   auto version = r.u8();
   if (!version) return malformed("truncated version");
-  if (*version != kWireVersion) {
-    return malformed(fmt::format("unsupported version {} (this build reads {}; an older "
+  if (*version != kWireVersion && *version != kWireVersionWithAccess) {
+    return malformed(fmt::format("unsupported version {} (this build reads {} and {}; an older "
                                  "version comes from an older fabric-lib: export it again)",
-                                 *version, kWireVersion));
+                                 *version, kWireVersion, kWireVersionWithAccess));
   }
   // Checked before any field is trusted: a corrupted descriptor must not parse
   // into one that names another peer, key or range.
@@ -136,12 +153,22 @@ Result<MrDesc> MrDesc::decode(std::span<const std::byte> bytes) {
     if (!addr_base || !rkey) return malformed(fmt::format("truncated key {}", i));
     keys.push_back({*addr_base, *rkey});
   }
+  Access access = Access::remote_write;  // version 3: the default registration
+  if (*version == kWireVersionWithAccess) {
+    auto bits = r.u8();
+    if (!bits) return malformed("truncated access bits");
+    // Unknown bits are refused by make(): a right this build cannot name is not granted.
+    access = static_cast<Access>(*bits);
+    // One encoding per descriptor: write-only is version 3's.
+    if (access == Access::remote_write) return malformed("version 4 for write-only access");
+  }
   if (r.remaining() != 0) return malformed(fmt::format("{} trailing bytes", r.remaining()));
-  return make(std::move(owner).value(), *base, *length, std::move(keys), *group);
+  return make(std::move(owner).value(), *base, *length, std::move(keys), *group, access);
 }
 
 std::string MrDesc::to_string() const {
-  return std::string(kTextPrefix) + wire::to_hex(encode());
+  const bool v4 = version_for(access()) == kWireVersionWithAccess;
+  return std::string(v4 ? kTextPrefixWithAccess : kTextPrefix) + wire::to_hex(encode());
 }
 
 std::string MrDesc::describe() const {
@@ -155,8 +182,16 @@ std::string MrDesc::describe() const {
 }
 
 Result<MrDesc> MrDesc::parse(std::string_view text) {
-  auto bytes = text_form_bytes(text, kTextPrefix);
+  const bool v4 = text.starts_with(kTextPrefixWithAccess);
+  auto bytes = text_form_bytes(text, v4 ? kTextPrefixWithAccess : kTextPrefix);
   if (!bytes) return malformed(bytes.status().message());
+  // The prefix names the version: one that disagrees with the bytes' is a mangled text.
+  const std::uint8_t want = v4 ? kWireVersionWithAccess : kWireVersion;
+  if (bytes->size() > sizeof(kMagic) && static_cast<std::uint8_t>((*bytes)[sizeof(kMagic)]) != want) {
+    return malformed(fmt::format("text form \"{}\" holds a version {} descriptor",
+                                 text.substr(0, kTextPrefix.size()),
+                                 static_cast<unsigned>((*bytes)[sizeof(kMagic)])));
+  }
   return decode(*bytes);
 }
 

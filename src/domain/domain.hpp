@@ -50,6 +50,7 @@ struct Limits {
   bool needs_local_desc = false;  // buffers must be registered (FI_MR_LOCAL)
   std::string provider;         // the provider actually opened
   std::string device;           // its device: libfabric domain name, verbs device
+  bool reads = false;           // post_read works (libfabric: FI_READ and FI_REMOTE_READ)
 };
 
 struct WriteDesc {
@@ -60,6 +61,18 @@ struct WriteDesc {
   std::uint64_t remote_addr = 0;
   std::uint64_t rkey = 0;
   std::optional<std::uint32_t> imm;
+  Token token = 0;
+};
+
+// An RDMA READ: `length` bytes at the peer's remote_addr (key rkey) into `local`. Its
+// completion is a tx_done event like a write's; it carries no immediate.
+struct ReadDesc {
+  void* local = nullptr;
+  std::uint64_t length = 0;
+  void* local_desc = nullptr;
+  PeerHandle peer = 0;
+  std::uint64_t remote_addr = 0;
+  std::uint64_t rkey = 0;
   Token token = 0;
 };
 
@@ -92,6 +105,10 @@ class Domain {
 
   // Errc::again means the provider's queue is full: poll, then retry.
   virtual Status post_write(const WriteDesc& write) = 0;
+  // As post_write; Errc::unsupported where limits().reads is false.
+  virtual Status post_read(const ReadDesc& /*read*/) {
+    return {Errc::unsupported, "this backend cannot READ"};
+  }
   virtual Status post_send(PeerHandle peer, const void* buf, std::size_t length, void* desc,
                            Token token) = 0;
   virtual Status post_recv(void* buf, std::size_t length, void* desc, Token token) = 0;

@@ -64,6 +64,11 @@ class DomainGroup {
     if (st.ok()) ++tx_in_flight_[d];
     return st;
   }
+  Status post_read(std::size_t d, const domain::ReadDesc& r) {
+    Status st = domains_[d]->post_read(r);
+    if (st.ok()) ++tx_in_flight_[d];
+    return st;
+  }
   Status post_send(domain::PeerHandle peer, const void* buf, std::size_t len, void* desc,
                    domain::Token token);
   // A completion on Domain d; `peer` (when known) answered at `now`.

@@ -28,7 +28,9 @@ inline std::uint64_t now_ns() noexcept {
                                         .count());
 }
 
-enum class OpKind : std::uint8_t { single, paged, imm, send, scatter, barrier };
+// single_read and paged_read use the single and paged plans: their `src_*` side is the remote
+// one (Op::dst's memory), their `dst_*` side the local registration (Op::src).
+enum class OpKind : std::uint8_t { single, paged, imm, send, scatter, barrier, single_read, paged_read };
 
 struct SinglePlan {
   std::uint64_t src_offset = 0;
@@ -67,8 +69,10 @@ struct Op {
   SendPlan send;
   OnDone on_done;
   std::optional<std::uint32_t> imm;
-  std::shared_ptr<detail::Registration> src;  // writes with a local source
-  MrDesc dst;                                 // single, paged and imm writes
+  // The local registration: a write's source, a read's destination.
+  std::shared_ptr<detail::Registration> src;
+  // The remote memory: single, paged and imm writes' destination, reads' source.
+  MrDesc dst;
   std::optional<std::uint64_t> group;         // scatter/barrier to a peer group
 
   // Worker state.

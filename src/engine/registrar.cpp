@@ -36,7 +36,8 @@ Result<Registered> Registrar::register_memory(void* ptr, std::size_t length, Dev
     reg->regions = std::move(regions);
   }
   auto desc =
-      MrDesc::make(self, reinterpret_cast<std::uint64_t>(ptr), length, std::move(keys), group_);
+      MrDesc::make(self, reinterpret_cast<std::uint64_t>(ptr), length, std::move(keys), group_,
+                   access);
   if (!desc) return desc.status();
   registrations_.push_back(reg);
   return Registered{MrHandle(reg), std::move(desc).value()};

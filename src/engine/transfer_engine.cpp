@@ -215,7 +215,8 @@ Result<std::unique_ptr<TransferEngine>> TransferEngine::create(const EngineConfi
       break;
     }
     if (g == 0) {
-      impl->identity = {impl.get(), opened->backend, opened->provider, opened->addresses.size()};
+      impl->identity = {impl.get(), opened->backend, opened->provider, opened->addresses.size(),
+                        opened->reads};
     } else if (opened->provider != impl->identity.provider) {
       failed = Status(Errc::invalid_argument,
                       fmt::format("group {} opened provider {} but group 0 opened {}: every "
@@ -223,6 +224,7 @@ Result<std::unique_ptr<TransferEngine>> TransferEngine::create(const EngineConfi
                                   g, opened->provider, impl->identity.provider));
       break;
     }
+    impl->identity.reads = impl->identity.reads && opened->reads;
     for (auto& a : opened->addresses) addresses.push_back(std::move(a));
     impl->group_info.push_back(
         GroupInfo{(*planned)[g].gpu,
@@ -515,6 +517,50 @@ Status TransferEngine::submit_paged_writes(const PagedWrite& request, OnDone on_
   op->src = request.src.registration();
   op->dst = request.dst;
   return impl_->enqueue(worker, std::move(op), called, PostKind::paged_write);
+}
+
+// ---------------------------------------------------------------- reads
+// The op's `src` registration is the local destination (counted in flight like a write's
+// source, so dereg_mr waits for it) and its `dst` descriptor the peer's memory read from.
+
+Status TransferEngine::submit_single_read(const SingleRead& request, OnDone on_done) {
+  const std::uint64_t called = impl_->stamp();
+  Impl::Entry entry(*impl_);
+  if (!entry.open()) return Impl::shut();
+  if (auto st = engine::check_single_read(request, impl_->identity); !st.ok()) return st;
+  engine::Worker& worker = impl_->worker_of(*request.dst.mr.registration());
+  OpPtr op = worker.new_op();
+  op->kind = OpKind::single_read;
+  if (auto st = engine::plan_single_write_into(op->single.pieces, request.length, request.routing,
+                                               static_cast<std::uint32_t>(num_domains()));
+      !st.ok()) {
+    return st;
+  }
+  op->single.src_offset = request.src.offset;
+  op->single.dst_offset = request.dst.offset;
+  op->on_done = std::move(on_done);
+  op->imm.reset();
+  op->src = request.dst.mr.registration();
+  op->dst = request.src.mr;
+  return impl_->enqueue(worker, std::move(op), called, PostKind::single_read);
+}
+
+Status TransferEngine::submit_paged_reads(const PagedRead& request, OnDone on_done) {
+  const std::uint64_t called = impl_->stamp();
+  Impl::Entry entry(*impl_);
+  if (!entry.open()) return Impl::shut();
+  if (auto st = engine::check_paged_read(request, impl_->identity); !st.ok()) return st;
+  engine::Worker& worker = impl_->worker_of(*request.dst.registration());
+  OpPtr op = worker.new_op();
+  op->kind = OpKind::paged_read;
+  op->paged.page_length = request.page_length;
+  op->paged.src = request.src_pages;  // copy-assigned: reuses the pooled Op's storage
+  op->paged.dst = request.dst_pages;
+  op->on_done = std::move(on_done);
+  op->imm.reset();
+  op->src = request.dst.registration();
+  op->dst = request.src;
+  return impl_->enqueue(worker, std::move(op), called, PostKind::paged_read);
 }
 
 Status TransferEngine::submit_imm(std::uint32_t imm, const MrDesc& dst, OnDone on_done) {

@@ -172,4 +172,85 @@ Status check_paged_write(const PagedWrite& w, const LocalIdentity& self) {
   return check_pages("destination", w.dst_pages, w.page_length, w.dst.size());
 }
 
+// ---------------------------------------------------------------- reads
+
+namespace {
+
+bool readable(const MrDesc& mr) noexcept { return has_access(mr.access(), Access::remote_read); }
+
+// What a read needs beyond a write's checks: a provider that READs, and a source its owner made
+// readable. The descriptor's bits are the owner's word; its provider enforces the keys anyway.
+Status check_read_rights(const MrDesc& src, const LocalIdentity& self) {
+  if (!self.reads) {
+    return {Errc::unsupported,
+            fmt::format("provider {} cannot READ (no FI_READ/FI_REMOTE_READ)", self.provider)};
+  }
+  if (!readable(src)) {
+    return {Errc::invalid_argument,
+            fmt::format("{} was registered without Access::remote_read: its owner does not let "
+                        "peers read it",
+                        src.describe())};
+  }
+  return Status::success();
+}
+
+Status check_read_source(const MrDesc& mr, const LocalIdentity& self) {
+  if (mr.empty()) return {Errc::invalid_argument, "source MrDesc of the read is empty"};
+  return check_peer(mr.owner(), self);
+}
+
+Status check_read_destination(const MrHandle& mr, const LocalIdentity& self) {
+  if (source_ok(mr, self)) return Status::success();
+  if (!mr.registration()) return {Errc::invalid_argument, "destination MrHandle is empty"};
+  if (mr.registration()->engine != self.engine) {
+    return {Errc::invalid_argument, "destination MrHandle was registered by another engine"};
+  }
+  return {Errc::invalid_argument, "destination MrHandle was deregistered"};
+}
+
+}  // namespace
+
+Status check_single_read(const SingleRead& r, const LocalIdentity& self) {
+  if (self.reads && routing_ok(r.routing) && source_ok(r.dst.mr, self) &&
+      remote_ok(r.src.mr, self) && readable(r.src.mr) &&
+      checked::range_fits(r.src.offset, r.length, r.src.mr.size()) &&
+      checked::range_fits(r.dst.offset, r.length, r.dst.mr.size())) [[likely]] {
+    return Status::success();
+  }
+  if (auto st = check_write_routing(r.routing); !st.ok()) return st;
+  if (auto st = check_read_destination(r.dst.mr, self); !st.ok()) return st;
+  if (auto st = check_read_source(r.src.mr, self); !st.ok()) return st;
+  if (auto st = check_read_rights(r.src.mr, self); !st.ok()) return st;
+  if (!checked::range_fits(r.src.offset, r.length, r.src.mr.size())) {
+    return out_of_range(fmt::format(
+        "read source range offset {} length {} exceeds the {}-byte registration", r.src.offset,
+        r.length, r.src.mr.size()));
+  }
+  return out_of_range(fmt::format(
+      "read destination range offset {} length {} exceeds the {}-byte registration",
+      r.dst.offset, r.length, r.dst.mr.size()));
+}
+
+Status check_paged_read(const PagedRead& r, const LocalIdentity& self) {
+  if (auto st = check_read_destination(r.dst, self); !st.ok()) return st;
+  if (auto st = check_read_source(r.src, self); !st.ok()) return st;
+  if (auto st = check_read_rights(r.src, self); !st.ok()) return st;
+  if (r.src_pages.indices.size() != r.dst_pages.indices.size()) {
+    return {Errc::invalid_argument,
+            fmt::format("{} source pages but {} destination pages", r.src_pages.indices.size(),
+                        r.dst_pages.indices.size())};
+  }
+  if (r.page_length > kMaxWriteBytes) {
+    return {Errc::invalid_argument, fmt::format("page length {} exceeds the {}-byte READ limit",
+                                                r.page_length, kMaxWriteBytes)};
+  }
+  if (r.src_pages.indices.size() > std::numeric_limits<std::uint32_t>::max()) {
+    return {Errc::invalid_argument, "more than 2^32-1 pages in one request"};
+  }
+  if (auto st = check_pages("read source", r.src_pages, r.page_length, r.src.size()); !st.ok()) {
+    return st;
+  }
+  return check_pages("read destination", r.dst_pages, r.page_length, r.dst.size());
+}
+
 }  // namespace fabric::engine

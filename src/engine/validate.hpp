@@ -17,6 +17,7 @@ struct LocalIdentity {
   Backend backend = Backend::libfabric;
   std::string provider;
   std::size_t num_domains = 1;
+  bool reads = false;  // every Domain of every group can READ
 };
 
 // A peer must speak the same backend and provider with the same Domain count.
@@ -34,5 +35,9 @@ Status check_single_write(const SingleWrite& w, const LocalIdentity& self);
 Status check_scatter_slices(const MrHandle& src, const std::vector<ScatterSlice>& slices,
                             const LocalIdentity& self);
 Status check_paged_write(const PagedWrite& w, const LocalIdentity& self);
+// Reads: as the writes, with the sides swapped, plus the provider's READ support and the source
+// descriptor's Access::remote_read.
+Status check_single_read(const SingleRead& r, const LocalIdentity& self);
+Status check_paged_read(const PagedRead& r, const LocalIdentity& self);
 
 }  // namespace fabric::engine

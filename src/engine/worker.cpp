@@ -62,8 +62,10 @@ void Worker::start(CpuSet cpus, Opener open) {
       return;
     }
     Opened out{opened->backend, opened->provider, {}, std::move(opened->nics)};
+    out.reads = true;
     for (const auto& d : domains_.domains()) {
       out.addresses.emplace_back(d->address().begin(), d->address().end());
+      out.reads = out.reads && d->limits().reads;
     }
     started_.set_value(std::move(out));
     run();
@@ -311,12 +313,14 @@ void Worker::start_op(Op* op, std::uint32_t first_posts) {
 
   switch (op->kind) {
     case OpKind::single:
+    case OpKind::single_read:
       op->total = static_cast<std::uint32_t>(op->single.pieces.size());
       break;
     case OpKind::scatter:
       op->total = static_cast<std::uint32_t>(op->scatter.pieces.size());
       break;
     case OpKind::paged:
+    case OpKind::paged_read:
       op->total = static_cast<std::uint32_t>(op->paged.src.indices.size());
       break;
     case OpKind::barrier:

@@ -47,6 +47,7 @@ class Worker {
     std::string provider;
     std::vector<std::vector<std::byte>> addresses;  // Domain i at [i]
     std::vector<DomainNic> nics;
+    bool reads = false;  // every Domain can READ (domain::Limits::reads)
   };
 
   Worker(std::uint32_t group, const EngineConfig& config, CallbackThread& callbacks,
@@ -125,10 +126,10 @@ class Worker {
   // Posts up to max_wrs WRs of op while the provider accepts them; false once blocked
   // (worker_post.cpp).
   bool post_some(Op* op, std::uint32_t max_wrs);
-  // The loop of post_some for WRITEs; `describe(i, w)` fills WRITE i's addresses and key and
-  // returns its Domain and peer.
-  template <typename Describe>
-  bool post_writes(Op* op, std::uint32_t max_wrs, Describe&& describe);
+  // The loop of post_some for WRITEs (Desc = domain::WriteDesc) and READs (domain::ReadDesc);
+  // `describe(i, w)` fills operation i's addresses and key and returns its Domain and peer.
+  template <typename Desc, typename Describe>
+  bool post_rma(Op* op, std::uint32_t max_wrs, Describe&& describe);
   bool post_send_op(Op* op);
   // Counts a WRITE or SEND the provider took (and stamps PostTiming when asked).
   void note_posted(Op* op);

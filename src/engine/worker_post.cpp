@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstring>
+#include <type_traits>
 
 #include "engine/worker.hpp"
 
@@ -63,6 +64,14 @@ class RoundRobin {
   std::uint32_t domains_;
 };
 
+// One WRITE or READ on Domain d.
+Status post_one(DomainGroup& domains, std::uint32_t d, const domain::WriteDesc& w) {
+  return domains.post_write(d, w);
+}
+Status post_one(DomainGroup& domains, std::uint32_t d, const domain::ReadDesc& r) {
+  return domains.post_read(d, r);
+}
+
 }  // namespace
 
 bool Worker::post_some(Op* op, std::uint32_t max_wrs) {
@@ -72,7 +81,7 @@ bool Worker::post_some(Op* op, std::uint32_t max_wrs) {
       const SinglePlan& plan = op->single;
       const auto* base = static_cast<const std::byte*>(op->src->ptr) + plan.src_offset;
       const Endpoints ends(*op, k, plan.dst_offset);
-      return post_writes(op, max_wrs, [&](std::uint32_t i, domain::WriteDesc& w) {
+      return post_rma<domain::WriteDesc>(op, max_wrs, [&](std::uint32_t i, domain::WriteDesc& w) {
         const WritePiece& piece = plan.pieces[i];
         w.local = base + piece.offset;
         w.length = piece.length;
@@ -87,7 +96,7 @@ bool Worker::post_some(Op* op, std::uint32_t max_wrs) {
       const auto* base = static_cast<const std::byte*>(op->src->ptr) + plan.src.offset;
       const Endpoints ends(*op, k, plan.dst.offset);
       RoundRobin domains(op->posted, k);
-      return post_writes(op, max_wrs, [&](std::uint32_t i, domain::WriteDesc& w) {
+      return post_rma<domain::WriteDesc>(op, max_wrs, [&](std::uint32_t i, domain::WriteDesc& w) {
         const std::uint32_t d = domains.take();
         w.local = base + std::uint64_t{plan.src.indices[i]} * plan.src.stride;
         w.length = plan.page_length;
@@ -99,7 +108,7 @@ bool Worker::post_some(Op* op, std::uint32_t max_wrs) {
     }
     case OpKind::imm: {
       const RemoteKey key = op->dst.keys()[0];
-      return post_writes(op, max_wrs, [&](std::uint32_t, domain::WriteDesc& w) {
+      return post_rma<domain::WriteDesc>(op, max_wrs, [&](std::uint32_t, domain::WriteDesc& w) {
         w.local = domains_.scratch();
         w.length = 0;
         w.local_desc = domains_.scratch_desc(0);
@@ -112,7 +121,7 @@ bool Worker::post_some(Op* op, std::uint32_t max_wrs) {
       const ScatterPlan& plan = op->scatter;
       const auto* base = static_cast<const std::byte*>(op->src->ptr);
       const auto local_desc = source_descs(*op, k);
-      return post_writes(op, max_wrs, [&](std::uint32_t i, domain::WriteDesc& w) {
+      return post_rma<domain::WriteDesc>(op, max_wrs, [&](std::uint32_t i, domain::WriteDesc& w) {
         const ScatterPiece& piece = plan.pieces[i];
         const RemoteKey& key = plan.dsts[piece.peer].keys()[piece.domain];
         w.local = base + piece.src_offset;
@@ -126,7 +135,7 @@ bool Worker::post_some(Op* op, std::uint32_t max_wrs) {
     case OpKind::barrier: {
       const BarrierPlan& plan = op->barrier;
       RoundRobin domains(op->posted, k);
-      return post_writes(op, max_wrs, [&](std::uint32_t i, domain::WriteDesc& w) {
+      return post_rma<domain::WriteDesc>(op, max_wrs, [&](std::uint32_t i, domain::WriteDesc& w) {
         const std::uint32_t d = domains.take();
         const RemoteKey& key = plan.dsts[i].keys()[d];
         w.local = domains_.scratch();
@@ -137,27 +146,57 @@ bool Worker::post_some(Op* op, std::uint32_t max_wrs) {
         return Target{d, i};
       });
     }
+    case OpKind::single_read: {
+      // The plan's src side is the peer's memory, its dst side ours (op.hpp).
+      const SinglePlan& plan = op->single;
+      auto* base = static_cast<std::byte*>(op->src->ptr) + plan.dst_offset;
+      const Endpoints ends(*op, k, plan.src_offset);
+      return post_rma<domain::ReadDesc>(op, max_wrs, [&](std::uint32_t i, domain::ReadDesc& r) {
+        const WritePiece& piece = plan.pieces[i];
+        r.local = base + piece.offset;
+        r.length = piece.length;
+        r.local_desc = ends.local_desc[piece.domain];
+        r.remote_addr = ends.remote_base[piece.domain] + piece.offset;
+        r.rkey = ends.rkey[piece.domain];
+        return Target{piece.domain, 0};
+      });
+    }
+    case OpKind::paged_read: {
+      const PagedPlan& plan = op->paged;
+      auto* base = static_cast<std::byte*>(op->src->ptr) + plan.dst.offset;
+      const Endpoints ends(*op, k, plan.src.offset);
+      RoundRobin domains(op->posted, k);
+      return post_rma<domain::ReadDesc>(op, max_wrs, [&](std::uint32_t i, domain::ReadDesc& r) {
+        const std::uint32_t d = domains.take();
+        r.local = base + std::uint64_t{plan.dst.indices[i]} * plan.dst.stride;
+        r.length = plan.page_length;
+        r.local_desc = ends.local_desc[d];
+        r.remote_addr = ends.remote_base[d] + std::uint64_t{plan.src.indices[i]} * plan.src.stride;
+        r.rkey = ends.rkey[d];
+        return Target{d, 0};
+      });
+    }
     case OpKind::send:
       return post_send_op(op);
   }
   return true;
 }
 
-template <typename Describe>
-bool Worker::post_writes(Op* op, std::uint32_t max_wrs, Describe&& describe) {
+template <typename Desc, typename Describe>
+bool Worker::post_rma(Op* op, std::uint32_t max_wrs, Describe&& describe) {
   // A scatter or barrier reaches several peers, each counting its own immediates: one gone peer
   // must not starve the others, so their slices are still posted and the request fails at the
   // end. A single-peer request stops at its first refused WRITE.
   const bool multi_peer = op->posts_past_failure();
   const std::size_t k = domains_.size();
-  domain::WriteDesc w;
-  w.imm = op->imm;
+  Desc w;
+  if constexpr (std::is_same_v<Desc, domain::WriteDesc>) w.imm = op->imm;  // READs carry none
   w.token = op_token(op);
   for (std::uint32_t n = 0; n < max_wrs && !op->posting_over(); ++n) {
     const Target to = describe(op->posted, w);
     if (domains_.full(to.domain)) return false;
     w.peer = op->peers[std::size_t{to.peer} * k + to.domain];
-    Status st = domains_.post_write(to.domain, w);
+    Status st = post_one(domains_, to.domain, w);
     if (st.ok()) [[likely]] {
       note_posted(op);
       continue;

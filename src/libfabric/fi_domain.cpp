@@ -172,6 +172,11 @@ Status FiDomain::init(const ProviderQuery& query) {
   limits_.needs_local_desc = (mr_mode_ & FI_MR_LOCAL) != 0;
   limits_.provider = info->fabric_attr->prov_name;
   limits_.device = info->domain_attr->name ? info->domain_attr->name : "";
+  constexpr std::uint64_t kReadCaps = FI_READ | FI_REMOTE_READ;
+  // udp;ofi_rxd 1.17 lists the caps, but its READs of a few MiB stall until request_timeout
+  // (ReadTest on udp, 2026-12-03): refused as unsupported rather than offered half working.
+  const bool rxd = limits_.provider.find("ofi_rxd") != std::string::npos;
+  limits_.reads = (info->caps & kReadCaps) == kReadCaps && !rxd;
   watch_peers_ = limits_.provider == "shm";
   log::info("opened libfabric domain: provider={} domain={} mr_mode={:#x} tx={} rx={} inject={}",
             limits_.provider, limits_.device.empty() ? "?" : limits_.device, mr_mode_,
@@ -189,9 +194,11 @@ Result<std::unique_ptr<domain::MemoryRegion>> FiDomain::register_memory(
                               "memory (a CUDA-enabled libfabric and provider, e.g. efa, can)",
                               limits_.provider, span.device.to_string()));
   }
-  std::uint64_t flags_access = FI_WRITE | FI_SEND | FI_RECV;
+  // Local use (a WRITE's or SEND's source, a READ's or receive's destination) is always allowed;
+  // what peers may do is `access` alone: FI_REMOTE_READ only when asked for.
+  std::uint64_t flags_access = FI_WRITE | FI_READ | FI_SEND | FI_RECV;
   if (has_access(access, Access::remote_write)) flags_access |= FI_REMOTE_WRITE;
-  if (has_access(access, Access::remote_read)) flags_access |= FI_REMOTE_READ | FI_READ;
+  if (has_access(access, Access::remote_read)) flags_access |= FI_REMOTE_READ;
   const std::uint64_t requested_key =
       (mr_mode_ & FI_MR_PROV_KEY) != 0 ? 0 : next_requested_key_++;
 
@@ -321,6 +328,19 @@ Status FiDomain::post_write(const domain::WriteDesc& w) {
   return post_status(w.imm ? "fi_writedata" : "fi_write", rc);
 }
 
+Status FiDomain::post_read(const domain::ReadDesc& r) {
+  if (!limits_.reads) {
+    return {Errc::unsupported, fmt::format("provider {} cannot READ", limits_.provider)};
+  }
+  if (!fenced_.empty() && fenced_.contains(r.peer)) return fenced_error();
+  if (auto st = check_peer_alive(r.peer); !st.ok()) return st;
+  OpContext* ctx = acquire_context(r.token);
+  const ssize_t rc =
+      fi_read(ep_.get(), r.local, r.length, r.local_desc, r.peer, r.remote_addr, r.rkey, ctx);
+  if (rc != 0) release_context(ctx);
+  return post_status("fi_read", rc);
+}
+
 Status FiDomain::post_send(domain::PeerHandle peer, const void* buf, std::size_t length,
                            void* desc, domain::Token token) {
   if (!fenced_.empty() && fenced_.contains(peer)) return fenced_error();
@@ -386,7 +406,9 @@ std::size_t FiDomain::poll(std::span<domain::Event> out) {
     // FI_REMOTE_CQ_DATA; some also echo FI_REMOTE_CQ_DATA on the writer's own
     // completion, which carries FI_WRITE and our context.
     constexpr std::uint64_t kLocalOp = FI_RECV | FI_SEND | FI_WRITE | FI_READ;
-    const bool remote = (e.flags & FI_REMOTE_WRITE) != 0 ||
+    // A peer's READ of our memory is never ours to complete (no provider should report it
+    // without FI_RMA_EVENT, but one that did would hand us no context).
+    const bool remote = (e.flags & (FI_REMOTE_WRITE | FI_REMOTE_READ)) != 0 ||
                         ((e.flags & FI_REMOTE_CQ_DATA) != 0 && (e.flags & kLocalOp) == 0);
     if (remote) {
       // Remote events have no local context; only those with data are immediates.

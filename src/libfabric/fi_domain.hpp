@@ -30,6 +30,7 @@ class FiDomain final : public domain::Domain {
                                                                 Access access) override;
   Result<domain::PeerHandle> resolve_peer(std::span<const std::byte> address) override;
   Status post_write(const domain::WriteDesc& write) override;
+  Status post_read(const domain::ReadDesc& read) override;
   Status post_send(domain::PeerHandle peer, const void* buf, std::size_t length, void* desc,
                    domain::Token token) override;
   Status post_recv(void* buf, std::size_t length, void* desc, domain::Token token) override;

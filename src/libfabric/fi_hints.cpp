@@ -15,9 +15,10 @@ char* dup(std::string_view s) {
 }
 }  // namespace
 
-InfoPtr engine_hints(std::string_view prov, bool delivery_complete, bool hmem) {
+InfoPtr engine_hints(std::string_view prov, bool delivery_complete, bool hmem, bool reads) {
   InfoPtr hints(fi_allocinfo());
   hints->caps = FI_MSG | FI_RMA | FI_SEND | FI_RECV | FI_WRITE | FI_REMOTE_WRITE;
+  if (reads) hints->caps |= FI_READ | FI_REMOTE_READ;
   if (hmem) hints->caps |= FI_HMEM;
   // The engine gives every operation its own context, so providers that need
   // FI_CONTEXT/FI_CONTEXT2 are welcome.

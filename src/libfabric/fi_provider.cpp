@@ -78,11 +78,17 @@ Result<const fi_info*> pick_domain(const fi_info* list, const std::string& domai
 
 Result<InfoPtr> getinfo(const std::string& prov, const char* node, bool delivery_complete,
                         bool hmem = false, const std::string& domain_name = {}) {
-  InfoPtr hints = engine_hints(prov, delivery_complete, hmem);
   fi_info* found = nullptr;
   const std::uint64_t flags = node != nullptr ? FI_SOURCE : 0;
   check_signals_once();
+  // With RDMA READ where the provider has it; a provider without still serves everything else
+  // (its Domains report Limits::reads false and submit_*_read says unsupported).
+  InfoPtr hints = engine_hints(prov, delivery_complete, hmem, true);
   int rc = fi_getinfo(kApiVersion, node, nullptr, flags, hints.get(), &found);
+  if (rc == -FI_ENODATA) {
+    hints = engine_hints(prov, delivery_complete, hmem, false);
+    rc = fi_getinfo(kApiVersion, node, nullptr, flags, hints.get(), &found);
+  }
   if (rc != 0) {
     return Status(rc == -FI_ENODATA ? Errc::not_found : Errc::provider,
                   fmt::format("fi_getinfo(provider=\"{}\"{}{}) found no RDM endpoint with "

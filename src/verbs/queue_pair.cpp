@@ -54,7 +54,9 @@ Status connect_rc_qp(ibv_qp* qp, const LocalPort& local, const RemoteEnd& remote
   attr.qp_state = IBV_QPS_INIT;
   attr.pkey_index = 0;
   attr.port_num = local.port;
-  attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  // The queue pair lets peers WRITE and READ; each region's own access flags decide what they
+  // may do to it (IBV_ACCESS_REMOTE_READ only for Access::remote_read registrations).
+  attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
   if (auto st = modify(qp, attr,
                        IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS,
                        "INIT");
@@ -66,7 +68,7 @@ Status connect_rc_qp(ibv_qp* qp, const LocalPort& local, const RemoteEnd& remote
   attr.path_mtu = std::min(local.mtu, static_cast<ibv_mtu>(remote.address->mtu));
   attr.dest_qp_num = remote.qpn;
   attr.rq_psn = remote.psn;
-  attr.max_dest_rd_atomic = 1;
+  attr.max_dest_rd_atomic = local.rd_atomic;
   attr.min_rnr_timer = 1;  // 0.01 ms: an imm burst waits for replenished receives briefly
   attr.ah_attr = address_handle_attr(local, *remote.address);
   if (auto st = modify(qp, attr,
@@ -82,7 +84,7 @@ Status connect_rc_qp(ibv_qp* qp, const LocalPort& local, const RemoteEnd& remote
   attr.timeout = config.ack_timeout;
   attr.retry_cnt = config.retry_count;
   attr.rnr_retry = config.rnr_retry;
-  attr.max_rd_atomic = 1;
+  attr.max_rd_atomic = local.rd_atomic;
   return modify(qp, attr,
                 IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
                     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC,

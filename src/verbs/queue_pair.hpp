@@ -17,6 +17,9 @@ struct LocalPort {
   std::uint8_t port = 1;
   std::uint32_t gid_index = 0;
   ibv_mtu mtu = IBV_MTU_1024;
+  // RDMA READs in flight per queue pair, both as reader (max_rd_atomic) and as responder
+  // (max_dest_rd_atomic): one value, so that two engines on one kind of device agree.
+  std::uint8_t rd_atomic = 1;
 };
 
 // The other end of an RC queue pair.

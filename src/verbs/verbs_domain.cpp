@@ -102,9 +102,11 @@ Status VerbsDomain::init(const VerbsConfig& config, std::size_t domain_index) {
     }
     port_.mtu = std::min(port_.mtu, cap);
   }
-  local_ = {port_.port, port_.gid_index, port_.mtu};
   ibv_context* ctx = port_.context.get();
   const ibv_device_attr& dev = port_.device_attr;
+  // Up to 16 READs in flight per queue pair (mlx5's limit), fewer where the device says so.
+  const int rd_atomic = std::clamp(std::min(dev.max_qp_rd_atom, dev.max_qp_init_rd_atom), 1, 16);
+  local_ = {port_.port, port_.gid_index, port_.mtu, static_cast<std::uint8_t>(rd_atomic)};
 
   const auto max_wr = static_cast<std::uint32_t>(dev.max_qp_wr);
   const auto max_srq_wr = static_cast<std::uint32_t>(std::max(dev.max_srq_wr, 1));
@@ -152,6 +154,7 @@ Status VerbsDomain::init(const VerbsConfig& config, std::size_t domain_index) {
   limits_.inject_size = 0;
   limits_.needs_local_desc = true;
   limits_.provider = "verbs";
+  limits_.reads = true;
   limits_.device = port_.info.device;
   return Status::success();
 }
@@ -462,7 +465,7 @@ std::uint64_t VerbsDomain::acquire_tx(domain::Token token, Connection* conn, boo
     slot = free_tx_.back();
     free_tx_.pop_back();
   }
-  tx_slots_[slot] = {token, conn, msg_lane};
+  tx_slots_[slot] = {token, conn, msg_lane, false};
   return slot;
 }
 
@@ -476,7 +479,21 @@ Status VerbsDomain::post_write(const domain::WriteDesc& write) {
     return post_write_on(*peer.outgoing, write);
   }
   if (auto st = start_connect(peer); !st.ok()) return st;
-  peer.queued.push_back({false, write});
+  peer.queued.push_back({Queued::Kind::write, write, nullptr});
+  return Status::success();
+}
+
+Status VerbsDomain::post_read(const domain::ReadDesc& read) {
+  if (read.peer >= peers_.size()) {
+    return {Errc::invalid_argument, fmt::format("unknown verbs peer handle {}", read.peer)};
+  }
+  Peer& peer = *peers_[read.peer];
+  if (peer.fenced) return {Errc::provider, kFenced};
+  if (peer.outgoing && peer.outgoing->state == State::ready && peer.queued.empty()) {
+    return post_read_on(*peer.outgoing, read);
+  }
+  if (auto st = start_connect(peer); !st.ok()) return st;
+  peer.queued.push_back(Queued::of(read));
   return Status::success();
 }
 
@@ -496,7 +513,7 @@ Status VerbsDomain::post_send(domain::PeerHandle handle, const void* buf, std::s
   q.length = length;
   q.local_desc = desc;
   q.token = token;
-  peer.queued.push_back({true, q});
+  peer.queued.push_back({Queued::Kind::send, q, nullptr});
   return Status::success();
 }
 
@@ -518,6 +535,33 @@ Status VerbsDomain::post_write_on(Connection& conn, const domain::WriteDesc& w) 
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.wr.rdma.remote_addr = w.remote_addr;
   wr.wr.rdma.rkey = static_cast<std::uint32_t>(w.rkey);
+  ++lane.chained;
+  ++lane.outstanding;
+  if (lane.chained == 1) to_ring_.push_back(&conn);
+  if (lane.chained == kMaxChain) return ring(conn, lane);
+  return Status::success();
+}
+
+// On the write lane, chained like the WRITEs: the READ's responder is the peer's end of our
+// outgoing connection, and the data lands in `local` before the completion is reported.
+Status VerbsDomain::post_read_on(Connection& conn, const domain::ReadDesc& r) {
+  Lane& lane = conn.write;
+  if (lane.outstanding >= config_.send_queue_depth) return {Errc::again, {}};
+  const std::size_t i = lane.chained;
+  ibv_sge& sge = lane.sges[i];
+  sge.addr = reinterpret_cast<std::uintptr_t>(r.local);
+  sge.length = static_cast<std::uint32_t>(r.length);
+  sge.lkey = lkey_of(r.local_desc);
+  ibv_send_wr& wr = lane.chain[i];
+  wr = {};
+  wr.wr_id = acquire_tx(r.token, &conn, false);
+  tx_slots_[wr.wr_id].read = true;
+  wr.sg_list = r.length > 0 ? &sge : nullptr;
+  wr.num_sge = r.length > 0 ? 1 : 0;
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = r.remote_addr;
+  wr.wr.rdma.rkey = static_cast<std::uint32_t>(r.rkey);
   ++lane.chained;
   ++lane.outstanding;
   if (lane.chained == 1) to_ring_.push_back(&conn);
@@ -585,9 +629,14 @@ void VerbsDomain::ring_all() {
 }
 
 Status VerbsDomain::post_queued(Peer& peer, const Queued& q) {
-  if (q.is_send) {
-    return post_send_on(*peer.outgoing, q.write.local, q.write.length, q.write.local_desc,
-                        q.write.token);
+  switch (q.kind) {
+    case Queued::Kind::send:
+      return post_send_on(*peer.outgoing, q.write.local, q.write.length, q.write.local_desc,
+                          q.write.token);
+    case Queued::Kind::read:
+      return post_read_on(*peer.outgoing, q.read());
+    case Queued::Kind::write:
+      break;
   }
   return post_write_on(*peer.outgoing, q.write);
 }
@@ -679,7 +728,7 @@ void VerbsDomain::on_completion(const ibv_wc& wc) {
   Status status;
   if (wc.status != IBV_WC_SUCCESS) {
     std::string text = fmt::format("verbs {}: {} (vendor error {:#x}) with {}",
-                                   slot.on_msg_lane ? "SEND" : "WRITE",
+                                   slot.on_msg_lane ? "SEND" : slot.read ? "READ" : "WRITE",
                                    ibv_wc_status_str(wc.status), wc.vendor_err,
                                    peer_name(*conn.peer));
     if (wc.status == IBV_WC_WR_FLUSH_ERR && !conn.failure.empty()) {

@@ -44,6 +44,7 @@ class VerbsDomain final : public domain::Domain {
                                                                 Access access) override;
   Result<domain::PeerHandle> resolve_peer(std::span<const std::byte> address) override;
   Status post_write(const domain::WriteDesc& write) override;
+  Status post_read(const domain::ReadDesc& read) override;
   Status post_send(domain::PeerHandle peer, const void* buf, std::size_t length, void* desc,
                    domain::Token token) override;
   Status post_recv(void* buf, std::size_t length, void* desc, domain::Token token) override;
@@ -86,8 +87,26 @@ class VerbsDomain final : public domain::Domain {
 
   // A request accepted while its peer had no usable connection.
   struct Queued {
-    bool is_send = false;
-    domain::WriteDesc write;  // is_send: local/length/local_desc/token used
+    enum class Kind : std::uint8_t { write, send, read };
+    Kind kind = Kind::write;
+    domain::WriteDesc write;  // send: local/length/local_desc/token used; read: all but imm
+    void* read_into = nullptr;  // read: the destination (write.local is its const view)
+
+    static Queued of(const domain::ReadDesc& r) {
+      domain::WriteDesc w;
+      w.local = r.local;
+      w.length = r.length;
+      w.local_desc = r.local_desc;
+      w.peer = r.peer;
+      w.remote_addr = r.remote_addr;
+      w.rkey = r.rkey;
+      w.token = r.token;
+      return {Kind::read, w, r.local};
+    }
+    [[nodiscard]] domain::ReadDesc read() const {
+      return {read_into, write.length, write.local_desc, write.peer, write.remote_addr,
+              write.rkey, write.token};
+    }
   };
 
   struct Peer {
@@ -105,6 +124,7 @@ class VerbsDomain final : public domain::Domain {
     domain::Token token = 0;
     Connection* connection = nullptr;
     bool on_msg_lane = false;
+    bool read = false;  // an RDMA READ (for the error text)
   };
 
   VerbsDomain() = default;
@@ -129,6 +149,7 @@ class VerbsDomain final : public domain::Domain {
   // Posting.
   Status post_queued(Peer& peer, const Queued& request);
   Status post_write_on(Connection& conn, const domain::WriteDesc& write);
+  Status post_read_on(Connection& conn, const domain::ReadDesc& read);
   Status post_send_on(Connection& conn, const void* buf, std::size_t length, void* desc,
                       domain::Token token);
   void drain_queues();

@@ -41,7 +41,8 @@ int check_decode(std::span<const std::byte> input) {
   FUZZ_CHECK(*parsed == *desc);
 
   const std::vector<fabric::RemoteKey> keys(desc->keys().begin(), desc->keys().end());
-  auto made = fabric::MrDesc::make(desc->owner(), desc->base(), desc->size(), keys, desc->group());
+  auto made = fabric::MrDesc::make(desc->owner(), desc->base(), desc->size(), keys, desc->group(),
+                                   desc->access());
   FUZZ_CHECK(made.ok());
   FUZZ_CHECK(*made == *desc);
   return 0;

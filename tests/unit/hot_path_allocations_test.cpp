@@ -313,6 +313,47 @@ TEST_P(HotPathAllocations, BarrierToEightPeersAllocatesNothingPerRequest) {
   EXPECT_EQ(allocations, 0u) << "heap allocations on the hot path (stacks above)";
 }
 
+// READs from peer 0's memory, registered once more with remote read, into our buffer. They
+// carry no immediate: the completions alone say they are done.
+Registered readable_region(Peer& owner) {
+  auto reg = owner.engine->reg_mr(owner.buffer.data(), owner.buffer.size(), Device::host(),
+                                  Access::remote_write | Access::remote_read);
+  EXPECT_TRUE(reg.ok()) << reg.status().to_string();
+  return reg.ok() ? std::move(reg).value() : Registered{};
+}
+
+TEST_P(HotPathAllocations, SingleReadAllocatesNothingPerRequest) {
+  const Registered src = readable_region(peers_.front());
+  ASSERT_FALSE(src.desc.empty());
+  SingleRead r;
+  r.length = kBytes;
+  r.src = {src.desc, 0};
+  r.dst = {self_.reg.handle, 4096};
+  const std::uint64_t allocations = allocations_in_window(
+      "single read", 0, {},
+      [&](const auto& done) { return self_.engine->submit_single_read(r, done); });
+  EXPECT_EQ(allocations, 0u) << "heap allocations on the hot path (stacks above)";
+}
+
+TEST_P(HotPathAllocations, PagedReadAllocatesNothingPerRequest) {
+  const Registered src = readable_region(peers_.front());
+  ASSERT_FALSE(src.desc.empty());
+  PagedRead r;
+  r.page_length = kBytes;
+  r.src = src.desc;
+  r.dst = self_.reg.handle;
+  for (std::uint32_t i = 0; i < kPages; ++i) {
+    r.src_pages.indices.push_back(i);
+    r.dst_pages.indices.push_back(kPages - 1 - i);
+  }
+  r.src_pages.stride = r.dst_pages.stride = kBytes;
+  r.dst_pages.offset = 8192;
+  const std::uint64_t allocations = allocations_in_window(
+      "paged read (64 pages)", 0, {},
+      [&](const auto& done) { return self_.engine->submit_paged_reads(r, done); });
+  EXPECT_EQ(allocations, 0u) << "heap allocations on the hot path (stacks above)";
+}
+
 INSTANTIATE_TEST_SUITE_P(Providers, HotPathAllocations, ::testing::Values("shm", "tcp"),
                          [](const auto& info) { return info.param; });
 

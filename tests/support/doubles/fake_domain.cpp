@@ -64,6 +64,29 @@ struct FakeEndpoint {
     return Status::success();
   }
 
+  // A remote READ of this endpoint's memory: served only from a region registered for remote
+  // reads under `rkey`; otherwise nothing is copied and the reader's READ fails.
+  Status serve_read(void* dst, std::uint64_t length, std::uint64_t remote_addr,
+                    std::uint64_t rkey) {
+    std::lock_guard lock(mutex);
+    if (!open) return {Errc::provider, "fake: the target's endpoint is closed"};
+    const auto it = regions.find(rkey);
+    if (it == regions.end()) {
+      return {Errc::provider, "fake: remote access error (no region has key " +
+                                  std::to_string(rkey) + ")"};
+    }
+    const Region& r = it->second;
+    if (!has_access(r.access, Access::remote_read)) {
+      return {Errc::provider, "fake: remote access error (region not readable remotely)"};
+    }
+    if (remote_addr < r.base || length > r.length ||
+        remote_addr - r.base > r.length - length) {
+      return {Errc::provider, "fake: remote access error (read outside the region)"};
+    }
+    if (length > 0) std::memcpy(dst, reinterpret_cast<const void*>(remote_addr), length);
+    return Status::success();
+  }
+
   // Caller holds `mutex`. Truncation fails the receive, as providers report it.
   void fill(const Recv& recv, std::span<const std::byte> message) {
     Event ev;
@@ -182,6 +205,7 @@ FakeDomain::FakeDomain(std::shared_ptr<FakeFabric> fabric, std::vector<std::byte
   limits_.needs_local_desc = false;
   limits_.provider = "fake";
   limits_.device = "fake";
+  limits_.reads = true;
   std::lock_guard lock(fabric_->mutex_);
   fabric_->endpoints_[address_] = endpoint_;
 }
@@ -285,6 +309,25 @@ Status FakeDomain::post_write(const WriteDesc& write) {
   }
   if (!st.ok()) stats_->remote_errors.fetch_add(1);
   complete_tx(write.token, std::move(st));
+  return Status::success();
+}
+
+Status FakeDomain::post_read(const ReadDesc& read) {
+  if (read.peer >= peers_.size()) return {Errc::invalid_argument, "fake: unknown peer handle"};
+  if (Status full = refuse_when_full(); !full.ok()) return full;
+  if (dropped(read.peer)) {
+    ++tx_outstanding_;  // the provider holds it for good
+    stats_->dropped.fetch_add(1);
+    return Status::success();
+  }
+  Status st;
+  if (auto target = fabric_->find(peers_[read.peer])) {
+    st = target->serve_read(read.local, read.length, read.remote_addr, read.rkey);
+  } else {
+    st = Status(Errc::provider, "fake: peer unreachable (no open Domain at its address)");
+  }
+  if (!st.ok()) stats_->remote_errors.fetch_add(1);
+  complete_tx(read.token, std::move(st));
   return Status::success();
 }
 

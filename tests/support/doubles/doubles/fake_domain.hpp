@@ -110,6 +110,8 @@ class FakeDomain final : public Domain {
                                                         Access access) override;
   Result<PeerHandle> resolve_peer(std::span<const std::byte> address) override;
   Status post_write(const WriteDesc& write) override;
+  // Copies from the peer's region (Access::remote_read only) at once, like post_write.
+  Status post_read(const ReadDesc& read) override;
   Status post_send(PeerHandle peer, const void* buf, std::size_t length, void* desc,
                    Token token) override;
   Status post_recv(void* buf, std::size_t length, void* desc, Token token) override;

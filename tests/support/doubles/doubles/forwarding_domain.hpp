@@ -27,6 +27,7 @@ class ForwardingDomain : public Domain {
     return inner_->resolve_peer(address);
   }
   Status post_write(const WriteDesc& write) override { return inner_->post_write(write); }
+  Status post_read(const ReadDesc& read) override { return inner_->post_read(read); }
   Status post_send(PeerHandle peer, const void* buf, std::size_t length, void* desc,
                    Token token) override {
     return inner_->post_send(peer, buf, length, desc, token);
