@@ -101,6 +101,9 @@ class PySender {
                     : s.layer_done(id, layer);
     }));
   }
+  void add_pages(const std::string& id, std::vector<std::uint32_t> pages) {
+    check(live().add_pages(id, std::move(pages)));  // only takes the sender's lock: no release
+  }
   void cancel(const std::string& id) {
     Sender& s = live();
     check(released([&] { return s.cancel(id); }));
@@ -284,6 +287,7 @@ PYBIND11_MODULE(_kv, m) {
            py::arg("receivers") = 1, py::arg("tail_offset") = py::none())
       .def("layer_done", &PySender::layer_done, py::arg("id"), py::arg("layer"),
            py::arg("tokens") = py::none())
+      .def("add_pages", &PySender::add_pages, py::arg("id"), py::arg("pages"))
       .def("cancel", &PySender::cancel)
       .def("poll", &PySender::poll)
       .def("release", &PySender::release)

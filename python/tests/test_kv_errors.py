@@ -157,3 +157,29 @@ def test_src_first_past_the_prefill_is_rejected(pair):
     assert state == "failed" and "from token 1" in (error or ""), (state, error)
     receiver.release("short")
     sender.cancel("short")
+
+
+def test_pages_added_chunk_by_chunk(pair):
+    # vLLM allocates a prompt's blocks chunk by chunk: the sender is prepared with the first
+    # chunk's pages, sends each chunk's layers as they are computed, and gets the rest later.
+    sender, receiver, src, dst = pair
+    source = receiver.connect(sender.address, 10.0)
+    sender.prepare("c", [7, 2], 5)
+    receiver.request("c", [0, 1, 3, 4], 4, [source], src_first=1)  # holds source page 0 already
+    with pytest.raises(fl.InvalidArgumentError, match="add_pages"):
+        sender.layer_done("c", 0, (0, 3))  # the third page is not given yet
+    for layer in range(LAYERS):
+        sender.layer_done("c", layer, (0, 2))
+    assert receiver.poll("c")[0] != "done"
+    with pytest.raises(fl.InvalidArgumentError):
+        sender.add_pages("c", [1, 5, 6, 0])  # one more than the 5 tokens need
+    sender.add_pages("c", [5, 6, 1])
+    for layer in range(LAYERS):
+        sender.layer_done("c", layer, (2, 5))
+    state, error = receiver.wait("c", 30.0)
+    assert state == "done", error
+    for layer in range(LAYERS):
+        for dst_page, src_page in ((0, 2), (1, 5), (3, 6), (4, 1)):
+            np.testing.assert_array_equal(dst[layer][dst_page], src[layer][src_page])
+        assert not dst[layer][2].any()
+    receiver.release("c")

@@ -136,10 +136,12 @@ struct Sender::Impl : std::enable_shared_from_this<Sender::Impl> {
               fmt::format("the decoder expects {} immediates, this prefiller's plan makes {}",
                           q.expected_imms, expected)};
     }
-    auto batch = make_batch(mine, e.pages, p.layout, q.pages, *runs);
-    if (!batch.ok()) return batch.status();
-    t.cached_range = wanted;
-    t.cached = std::move(*batch);
+    if (e.pages.size() == pages_for(e.num_tokens, mine.tokens_per_page)) {
+      auto batch = make_batch(mine, e.pages, p.layout, q.pages, *runs);
+      if (!batch.ok()) return batch.status();
+      t.cached_range = wanted;
+      t.cached = std::move(*batch);
+    }  // else pages still to come (add_pages): each chunk plans its own batch
     t.align = chunk_alignment(mine, p.layout);
     for (const auto& [layer, range] : e.chunks) {
       const std::uint32_t end = std::min(range.end, wanted.end);
@@ -504,7 +506,9 @@ Status Sender::prepare(std::string id, std::vector<std::uint32_t> pages, std::ui
   if (num_tokens == 0 || receivers == 0) {
     return {Errc::invalid_argument, "KV sender: a request needs tokens and a receiver"};
   }
-  if (pages.size() != pages_for(num_tokens, l.tokens_per_page)) {
+  // Fewer pages than the tokens need: the rest come by add_pages (vLLM allocates a prompt's
+  // blocks chunk by chunk), before the layer_done that covers them.
+  if (pages.size() > pages_for(num_tokens, l.tokens_per_page)) {
     return {Errc::invalid_argument, fmt::format("KV sender: {} pages for {} tokens of {} per page",
                                                 pages.size(), num_tokens, l.tokens_per_page)};
   }
@@ -562,6 +566,12 @@ Status Sender::layer_done(std::string_view id, std::uint32_t layer, TokenRange t
               fmt::format("KV sender: layer {} chunk [{}, {}) does not continue at token {} of {}",
                           layer, tokens.begin, tokens.end, e.done_tokens[layer], e.num_tokens)};
     }
+    if (pages_for(tokens.end, im.config.layout.tokens_per_page) > e.pages.size()) {
+      return {Errc::invalid_argument,
+              fmt::format("KV sender: layer {} chunk [{}, {}) reaches past the {} pages given "
+                          "(add_pages first)",
+                          layer, tokens.begin, tokens.end, e.pages.size())};
+    }
     for (const auto& t : e.transfers) {
       const std::uint32_t end = std::min(tokens.end, Impl::wanted_end(*t));
       if (end != Impl::wanted_end(*t) && end > t->req.src_first && end % t->align != 0) {
@@ -585,6 +595,30 @@ Status Sender::layer_done(std::string_view id, std::uint32_t layer, TokenRange t
     }
   }
   im.run(std::move(a));
+  return Status::success();
+}
+
+Status Sender::add_pages(std::string_view id, std::vector<std::uint32_t> pages) {
+  auto& im = *impl_;
+  const KvLayout& l = im.config.layout;
+  std::lock_guard lock(im.mutex);
+  auto it = im.entries.find(std::string(id));
+  if (it == im.entries.end()) return {Errc::not_found, fmt::format("KV sender: no request {}", id)};
+  Impl::Entry& e = it->second;
+  if (e.pages.size() + pages.size() > pages_for(e.num_tokens, l.tokens_per_page)) {
+    return {Errc::invalid_argument,
+            fmt::format("KV sender: {} more pages for request {} that has {} of the {} its {} "
+                        "tokens need",
+                        pages.size(), id, e.pages.size(), pages_for(e.num_tokens, l.tokens_per_page),
+                        e.num_tokens)};
+  }
+  for (std::size_t i = 0; i < pages.size(); ++i) {
+    if (pages[i] >= l.num_pages) {
+      return {Errc::out_of_range, fmt::format("KV sender: page {} (position {}) of {}", pages[i],
+                                              e.pages.size() + i, l.num_pages)};
+    }
+  }
+  e.pages.insert(e.pages.end(), pages.begin(), pages.end());
   return Status::success();
 }
 

@@ -37,8 +37,13 @@ class Sender {
   // Offers request `id`: token t of this rank's KV is in pages[t / tokens_per_page]; `receivers`
   // decode ranks will ask for it (receivers_per_source); `tail` is written to the one decoder
   // that asks for it after the last layer.
+  // `pages` may be fewer than num_tokens needs when the rest are not allocated yet (vLLM
+  // allocates a prompt's blocks chunk by chunk): add_pages appends them, before the layer_done
+  // whose chunk reaches them.
   Status prepare(std::string id, std::vector<std::uint32_t> pages, std::uint32_t num_tokens,
                  std::uint32_t receivers = 1, std::optional<LocalSlice> tail = std::nullopt);
+  // The request's next pages, after those given so far.
+  Status add_pages(std::string_view id, std::vector<std::uint32_t> pages);
   // Layer `layer` of tokens [0, num_tokens) (or of `tokens`, for chunked prefill: passes of one
   // layer in order, boundaries on chunk_alignment) is computed: write it.
   Status layer_done(std::string_view id, std::uint32_t layer);

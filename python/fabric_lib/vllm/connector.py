@@ -8,10 +8,10 @@ Load it with
 and give each request to transfer the same id on both sides:
     SamplingParams(extra_args={"kv_transfer_params": {"fabric_id": "req-1"}})
 
-Producer (prefill): once a request's last prefill chunk is scheduled, each layer's KV (every
-block of the prompt, including blocks that hit the producer's prefix cache and blocks computed
-by earlier chunks) is written into the consumer's pages as soon as vLLM calls save_kv_layer for
-it; request_finished holds the blocks until the writes completed. Consumer (decode): the
+Producer (prefill): each prefill chunk's complete blocks (from the first chunk on, blocks that
+hit the producer's prefix cache too) are written into the consumer's pages layer by layer, as
+vLLM calls save_kv_layer after each layer's forward; the last chunk completes the rest.
+request_finished holds the blocks until the writes completed. Consumer (decode): the
 scheduler reports the prompt's tokens past its own prefix-cache hit, but the last, as loaded
 asynchronously; the worker asks the producer for those blocks only (never a block another
 request shares) and get_finished reports the request once the exact number of immediates the
@@ -105,8 +105,33 @@ class FabricHandshake(KVConnectorHandshakeMetadata):
 
 
 @dataclass
+class _Chunk:
+    """Producer: what one step does for one request whose prompt is still going out."""
+
+    req_id: str
+    wire_id: str
+    pages: list[int]  # blocks handed over this step, after those handed over before
+    total: int  # blocks the request sends in all (what a consumer may ask for)
+    first: bool  # the first step: prepare the Sender with these pages
+    blocks: tuple[int, int] | None  # blocks [begin, end) complete after this step's layers
+    applied: bool = False  # worker: pages handed to the Sender this step
+
+
+@dataclass
+class _Stream:
+    """Producer, scheduler side: a request's blocks going out chunk by chunk."""
+
+    request: Request
+    wire_id: str
+    total: int
+    given: int = 0  # blocks handed to the worker so far
+    sent: int = 0  # blocks whose layers are written from the steps so far
+
+
+@dataclass
 class FabricConnectorMetadata(KVConnectorMetadata):
-    saves: list[_Transfer] = field(default_factory=list)  # producer: prepare and send these
+    saves: list[_Chunk] = field(default_factory=list)  # producer: this step's chunks
+    cancels: list[str] = field(default_factory=list)  # producer: wire ids to stop sending
     loads: list[_Transfer] = field(default_factory=list)  # consumer: request these this step
 
 
@@ -121,7 +146,7 @@ class _Load:
 
 @dataclass
 class _Save:
-    transfer: _Transfer
+    wire_id: str
     prepared: bool = False
     error: str | None = None
 
@@ -150,8 +175,9 @@ class FabricConnector(KVConnectorBase_V1):
         self._block_size = vllm_config.cache_config.block_size
         # Scheduler side.
         self._pending: list[_Transfer] = []
-        self._tracked: dict[str, tuple[Request, str]] = {}  # producer: req_id -> (request, wire id)
-        self._prepared: set[str] = set()  # producer: saves handed to the worker
+        self._streams: dict[str, _Stream] = {}  # producer: prompts not yet fully handed over
+        self._prepared: dict[str, str] = {}  # producer: req_id -> wire id, handed to the worker
+        self._cancels: list[str] = []  # producer: wire ids to stop, in the next metadata
         self._local_hit: dict[str, int] = {}  # consumer: req_id -> locally cached tokens
         self._loading: dict[str, list[int]] = {}  # consumer: req_id -> blocks being loaded
         self._no_external: set[str] = set()  # consumer: loads failed, recompute locally once
@@ -169,7 +195,8 @@ class FabricConnector(KVConnectorBase_V1):
         self._load_errors: set[int] = set()
         # Worker-side counts since start (tests read them; docs/vllm.md).
         self.counts: dict[str, int] = dict.fromkeys(
-            ("loads", "load_blocks", "offset_loads", "load_failures", "sends", "send_failures"), 0)
+            ("loads", "load_blocks", "offset_loads", "load_failures", "sends", "send_failures",
+             "early_chunks"), 0)
 
     # ------------------------------------------------------------------ scheduler side
 
@@ -214,8 +241,12 @@ class FabricConnector(KVConnectorBase_V1):
             wid = self._wire_id(request)
             # A 1-token prompt leaves the consumer nothing to ask for: holding blocks for it
             # would only wait for receiver_timeout_ms.
-            if wid is not None and len(request.prompt_token_ids or []) > 1:
-                self._tracked[request.request_id] = (request, wid)
+            # A request preempted after its send began is not offered again: that send was
+            # cancelled (its blocks were freed), and the consumer's load fails or recomputes.
+            prompt = len(request.prompt_token_ids or [])
+            if wid is not None and prompt > 1 and request.request_id not in self._prepared:
+                total = _blocks(prompt - 1, self._block_size)  # the consumer asks for prompt - 1
+                self._streams[request.request_id] = _Stream(request, wid, total)
             return
         local = self._local_hit.pop(request.request_id, 0)
         if num_external_tokens <= 0:
@@ -241,23 +272,36 @@ class FabricConnector(KVConnectorBase_V1):
         if not self._producer:
             meta.loads, self._pending = self._pending, []
             return meta
+        meta.cancels, self._cancels = self._cancels, []
+        for req_id in scheduler_output.preempted_req_ids or ():
+            # vLLM freed its blocks: what is still to be written from them must not be.
+            self._streams.pop(req_id, None)
+            if req_id in self._prepared:
+                meta.cancels.append(self._prepared[req_id])
         scheduled = scheduler_output.num_scheduled_tokens
-        for req_id, (request, wid) in list(self._tracked.items()):
-            if req_id not in scheduled:
+        assert self._kv_cache_manager is not None
+        for req_id, st in list(self._streams.items()):
+            if not scheduled.get(req_id):
                 continue
-            prompt = len(request.prompt_token_ids or [])
             # num_computed_tokens is still the count before this step (vLLM advances it after
-            # build_connector_meta). Earlier chunks and prefix-cache hits are in the blocks
-            # already; the last chunk completes every block, so the whole prompt goes layer by
-            # layer during this step's forward.
-            if request.num_computed_tokens + scheduled[req_id] < prompt:
-                continue
-            del self._tracked[req_id]
-            assert self._kv_cache_manager is not None
-            block_ids = list(self._kv_cache_manager.get_blocks(req_id).get_block_ids()[0])
-            # The consumer asks for at most prompt - 1 tokens (it computes the last itself).
-            meta.saves.append(_Transfer(req_id, wid, block_ids[: _blocks(prompt - 1, self._block_size)]))
-            self._prepared.add(req_id)
+            # build_connector_meta). Blocks of earlier chunks and prefix-cache hits hold their
+            # KV already; after this step's forward of a layer, that layer is complete for
+            # every block the step completes, or for all of them at the prompt's last chunk.
+            after = st.request.num_computed_tokens + scheduled[req_id]
+            final = after >= len(st.request.prompt_token_ids or [])
+            end = st.total if final else min(st.total, after // self._block_size)
+            allocated = list(self._kv_cache_manager.get_blocks(req_id).get_block_ids()[0])
+            allocated = allocated[: st.total]
+            first = st.given == 0
+            chunk = _Chunk(req_id, st.wire_id, allocated[st.given:], st.total, first,
+                           (st.sent, end) if end > st.sent else None)
+            if first or chunk.pages or chunk.blocks:
+                meta.saves.append(chunk)
+            st.given, st.sent = len(allocated), max(st.sent, end)
+            if first:
+                self._prepared[req_id] = st.wire_id
+            if final:
+                del self._streams[req_id]
         return meta
 
     def update_connector_output(self, connector_output: KVConnectorOutput) -> None:
@@ -275,15 +319,17 @@ class FabricConnector(KVConnectorBase_V1):
         self, request: Request, block_ids: list[int]
     ) -> tuple[bool, dict[str, Any] | None]:
         req_id = request.request_id
-        self._tracked.pop(req_id, None)
+        unfinished = self._streams.pop(req_id, None)
         self._local_hit.pop(req_id, None)
         self._loading.pop(req_id, None)
         self._no_external.discard(req_id)
-        if req_id in self._prepared:
+        wid = self._prepared.pop(req_id, None)
+        if wid is not None:
             # The producer's blocks are sources of writes still in flight: hold them until
             # get_finished reports the request. The returned params are what a consumer needs
             # to ask for it (a proxy forwards them, as with vLLM's other P2P connectors).
-            self._prepared.discard(req_id)
+            if unfinished is not None:  # aborted before its prompt was all computed
+                self._cancels.append(wid)
             returned: dict[str, Any] = {"fabric_id": fabric_id(request.kv_transfer_params)}
             if self._producer_address is not None:
                 returned["fabric_address"] = self._producer_address
@@ -377,29 +423,42 @@ class FabricConnector(KVConnectorBase_V1):
 
     def start_load_kv(self, forward_context: ForwardContext, **kwargs: Any) -> None:
         # vLLM calls this after the forward when no load is synchronous, so the producer's
-        # saves are prepared at their first save_kv_layer (or here, whichever comes first).
+        # chunks are applied at their first save_kv_layer (or here, whichever comes first).
         meta = self._get_connector_metadata()
         assert isinstance(meta, FabricConnectorMetadata)
         if self._sender is not None:
-            for t in meta.saves:
-                self._prepare(t)
+            for chunk in meta.saves:
+                self._apply(chunk)
+            for wid in meta.cancels:
+                self._cancel_send(wid)
         if self._receiver is not None:
             for t in meta.loads:
                 self._ask(t)
 
-    def _prepare(self, t: _Transfer) -> None:
-        if t.req_id in self._saves:
-            return
-        save = self._saves[t.req_id] = _Save(t)
+    def _apply(self, chunk: _Chunk) -> _Save:
+        """Hands this step's pages of a request to the Sender (prepare, or add_pages), once."""
+        save = self._saves.setdefault(chunk.req_id, _Save(chunk.wire_id))
+        if chunk.applied:
+            return save
+        chunk.applied = True
+        if chunk.blocks is not None and chunk.blocks[1] < chunk.total:
+            self.counts["early_chunks"] += 1  # blocks sent before the prompt's last chunk
         assert self._sender is not None
         try:
-            self._sender.prepare(t.wire_id, t.block_ids, len(t.block_ids))  # whole blocks
-            save.prepared = True
-            self.counts["sends"] += 1
+            if chunk.first:  # whole blocks (see _layout): one "token" per block
+                self._sender.prepare(chunk.wire_id, chunk.pages, chunk.total)
+                save.prepared = True
+                self.counts["sends"] += 1
+            elif chunk.pages and save.prepared and save.error is None:
+                self._sender.add_pages(chunk.wire_id, chunk.pages)
         except Exception as e:  # noqa: BLE001 - e.g. a duplicate id: that request's send fails
             save.error = str(e)
             self.counts["send_failures"] += 1
-            logger.warning("FabricConnector: cannot send %s (%s): %s", t.wire_id, t.req_id, e)
+            logger.warning("FabricConnector: cannot send %s (%s): %s", chunk.wire_id,
+                           chunk.req_id, e)
+            if save.prepared:
+                self._cancel_send(chunk.wire_id)
+        return save
 
     def _ask(self, t: _Transfer) -> None:
         load = _Load(t, time.monotonic())
@@ -447,19 +506,17 @@ class FabricConnector(KVConnectorBase_V1):
         if not meta.saves:
             return
         layer = self._layer_index[layer_name]
-        for t in meta.saves:
-            # This step holds the request's last prefill chunk: after this layer's forward every
-            # block of the prompt holds its final KV for this layer.
-            self._prepare(t)
-            save = self._saves[t.req_id]
-            if not save.prepared or save.error is not None:
+        for chunk in meta.saves:
+            save = self._apply(chunk)
+            if chunk.blocks is None or not save.prepared or save.error is not None:
                 continue
             try:
-                self._sender.layer_done(t.wire_id, layer)
+                self._sender.layer_done(chunk.wire_id, layer, chunk.blocks)
             except Exception as e:  # noqa: BLE001 - fail this send, keep the engine
                 save.error = str(e)
-                logger.warning("FabricConnector: sending layer %d of %s: %s", layer, t.wire_id, e)
-                self._cancel_send(t.wire_id)
+                logger.warning("FabricConnector: sending layer %d of %s: %s", layer,
+                               chunk.wire_id, e)
+                self._cancel_send(chunk.wire_id)
 
     def _cancel_send(self, wid: str) -> None:
         try:
@@ -484,7 +541,7 @@ class FabricConnector(KVConnectorBase_V1):
             if req_id not in self._finished_seen:
                 continue
             save = self._saves[req_id]
-            wid = save.transfer.wire_id
+            wid = save.wire_id
             if save.prepared:
                 try:
                     state, error = self._sender.poll(wid)

@@ -270,7 +270,8 @@ class Run:
             who.generate(batch, MAX_TOKENS)
         got = {who: who.outputs() for who in consumers}
         if prefill:
-            self.producer.outputs()
+            got[self.producer] = self.producer.outputs()
+            print(f"{case}/producer: counts {got[self.producer][1]}", flush=True)
         baseline = self.plain([p for bs in consumers.values() for _, p, _ in bs])
         for who, batch in consumers.items():
             outs, counts, seconds = got[who]
@@ -306,8 +307,11 @@ class Run:
 
         chunked = [tokens(rng, n) for n in (150, 190, 120, 170)] + [tokens(rng, 700)]
         batch = [(f"c-{i}", p, False) for i, p in enumerate(chunked)]
-        counts = self.transfer("chunked", {F: batch})[F][1]
+        got = self.transfer("chunked", {F: batch})
+        counts = got[F][1]
         self.need(counts["loads"] == len(batch), f"chunked: {counts['loads']} loads")
+        # Blocks of earlier chunks went during their own steps, not with the last chunk.
+        self.need(got[self.producer][1]["early_chunks"] > 0, "chunked: no block sent early")
 
         dup = tokens(rng, 60)
         other = tokens(rng, 45)
