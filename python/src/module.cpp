@@ -10,6 +10,7 @@
 #include "fabric/threads.hpp"
 #include "fabric/version.hpp"
 #include "memory.hpp"
+#include "reads.hpp"
 #include "requests.hpp"
 #include "transfer.hpp"
 #include "values.hpp"
@@ -37,6 +38,7 @@ PYBIND11_MODULE(_native, m) {
   bind_async_bridge(m);
   bind_watcher(m);
   bind_engine(m);
+  bind_reads(m);  // methods of Engine: after bind_engine
   bind_weights(m);
   bind_counts(m);
   m.def(
