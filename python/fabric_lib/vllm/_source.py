@@ -52,7 +52,11 @@ class ProducerSource:
         try:
             index = self._receiver.connect(address, self._timeout)
         except fl.FabricError as e:
-            raise SourceUnavailable(f"cannot connect to the producer: {e}") from e
+            hint = ""
+            if "different model" in str(e):
+                # The connector's layout folds block_size into each entry (whole blocks move).
+                hint = " (both instances need the same model, dtype and block_size)"
+            raise SourceUnavailable(f"cannot connect to the producer: {e}{hint}") from e
         self._log.info("FabricConnector consumer: connected to a producer (source %d)", index)
         self._known[address] = index
         return index
