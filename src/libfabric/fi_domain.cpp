@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "common/log.hpp"
+#include "libfabric/shm_leftovers.hpp"
 
 namespace fabric::ofi {
 
@@ -178,6 +179,15 @@ Status FiDomain::init(const ProviderQuery& query) {
   const bool rxd = limits_.provider.find("ofi_rxd") != std::string::npos;
   limits_.reads = (info->caps & kReadCaps) == kReadCaps && !rxd;
   watch_peers_ = limits_.provider == "shm";
+  if (watch_peers_) {
+    auto held = hold_own_region(address_);
+    if (held) {
+      own_region_ = std::move(held).value();
+    } else {
+      log::warn("shm region not held, a sweep after a crash may not know it: {}",
+                held.status().to_string());
+    }
+  }
   log::info("opened libfabric domain: provider={} domain={} mr_mode={:#x} tx={} rx={} inject={}",
             limits_.provider, limits_.device.empty() ? "?" : limits_.device, mr_mode_,
             limits_.tx_depth, limits_.rx_depth, limits_.inject_size);

@@ -11,6 +11,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/unique_fd.hpp"
 #include "domain/domain.hpp"
 #include "libfabric/fi_handles.hpp"
 #include "libfabric/fi_provider.hpp"
@@ -74,6 +75,9 @@ class FiDomain final : public domain::Domain {
   // Indexed by fi_addr (FI_AV_TABLE hands them out from 0); null: not watched.
   bool watch_peers_ = false;
   std::vector<std::unique_ptr<ShmPeerLiveness>> liveness_;
+  // shm: our own region file, share-locked while we live so no sweep removes it
+  // (shm_leftovers.hpp).
+  UniqueFd own_region_;
   // Removed by fence_peer: operations queued for them before the fence fail here instead of
   // reaching the provider with a stale address (rxm crashes on those).
   std::unordered_set<fi_addr_t> fenced_;

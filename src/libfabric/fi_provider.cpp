@@ -1,6 +1,7 @@
 #include "libfabric/fi_provider.hpp"
 
 #include "libfabric/fi_hints.hpp"
+#include "libfabric/shm_leftovers.hpp"
 
 #include "common/log.hpp"
 
@@ -9,6 +10,7 @@
 #include <rdma/fi_errno.h>
 
 #include <algorithm>
+#include <atomic>
 #include <array>
 #include <string_view>
 #include <dlfcn.h>
@@ -212,6 +214,16 @@ Result<InfoPtr> find_provider(const ProviderQuery& query) {
   // pid in it lets peers tell when this process is gone (shm_liveness.hpp).
   std::string shm_name;
   if (prov == "shm") {
+    // Once per process, before its first region: the regions of engines killed earlier. By
+    // pid, not a once-flag, so that a forked child (a new process) sweeps too.
+    static std::atomic<pid_t> swept_by{0};
+    if (swept_by.exchange(::getpid()) != ::getpid()) {
+      const SweepResult r = sweep_dead_regions();
+      if (r.removed > 0) {
+        log::info("removed {} shm region file(s) ({} MiB) left by engines that died",
+                  r.removed, r.bytes >> 20);
+      }
+    }
     std::random_device rd;
     shm_name = fmt::format("fl-{}-{:08x}{:08x}", ::getpid(), rd(), rd());
   }
