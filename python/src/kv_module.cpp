@@ -4,6 +4,7 @@
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <memory>
@@ -16,6 +17,12 @@
 #include "fabric/kv/plan.hpp"
 #include "fabric/kv/receiver.hpp"
 #include "fabric/kv/sender.hpp"
+
+// The engine library's logger (src/common/log.hpp): declared here because this extension sees
+// only the public headers.
+namespace fabric::log {
+spdlog::logger& get();
+}
 
 namespace py = pybind11;
 using namespace fabric;
@@ -191,6 +198,15 @@ using HR = std::pair<std::uint32_t, std::uint32_t>;
 
 PYBIND11_MODULE(_kv, m) {
   m.doc() = "Native binding of fabric-lib's KV module; import fabric_lib.kv instead.";
+
+  // This extension and fabric_lib._native each hold a copy of the static engine library, and each
+  // copy registers the spdlog logger "fabric" on its first log line; spdlog refuses a second
+  // registration of one name, so whichever engine logged second raised "logger with name
+  // 'fabric' already exists". Make this copy's logger now, with the name free, then free the
+  // name again for _native's copy. Each copy keeps its own pointer; no log line is lost.
+  spdlog::drop("fabric");
+  (void)fabric::log::get();
+  spdlog::drop("fabric");
 
   py::class_<KvLayout>(m, "Layout", "Where one instance's KV cache lives (docs/kv.md#layout).")
       .def(py::init<>())
