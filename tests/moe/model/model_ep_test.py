@@ -6,7 +6,9 @@ fabric_lib.moe.ExpertParallelMoe on one shared Buffer (fp32 throughout) and gene
 the tokens must be equal and the logits within 1e-4. Under three routings: the model's own
 router, all tokens to rank 0's experts (skewed), and slots without an expert (fewer than k
 valid experts, some tokens none). A control shows the check can fail: the same model with its
-experts permuted generates different tokens. Then elastic.py: a rank joins the running model,
+experts permuted generates different tokens. In bf16 (model and Buffer), one forward pass: the
+EP logits within 2^-3 of max |logit| of the bf16 model's, and no less accurate against fp32
+than the bf16 model itself (2.5x its error + 2^-6). Then elastic.py: a rank joins the running model,
 another leaves, the caller moves experts between ranks, and every sequence still equals the
 single-process model's.
 
@@ -27,6 +29,12 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LOGIT_TOLERANCE = 1e-4  # fp32: only the order of the k-sum differs from transformers' loop
+# bf16, of max |logit|: transformers rounds each weighted expert row and each partial sum to bf16,
+# the combine sums in fp32 and rounds once. Through 4 random layers that is bf16 noise of the
+# size of the model's own bf16 error against fp32 (measured 1e-2 to 7.5e-2 of max |logit|, EP
+# against the bf16 model at most 5.6e-2). So: EP within 2^-3 of the bf16 model, and EP's error
+# against fp32 at most 2.5x the bf16 model's own plus 2^-6.
+BF16_TOLERANCE = 2.0 ** -3
 NEW_TOKENS = 8
 MAX_TOKENS = 64         # per rank and call: the largest prefill batch is 3 x 9 tokens
 RESULT_TIMEOUT_S = 300  # every rank's report, after all spawned
@@ -46,6 +54,38 @@ def scenarios(world: int, num_experts: int, top_k: int):
         out.append(("skewed to rank 0", dict(skew=(0, per_rank))))
     out.append(("fewer than k experts", dict(drop=True)))
     return out
+
+
+def bf16_logits(rank: int, world: int, store, kind: str, base, block_type, ids) -> dict:
+    """The model in bf16, one forward pass: EP logits within BF16_TOLERANCE of the model's."""
+    import torch
+
+    import models
+    from fabric_lib.moe import Buffer, expert_parallel
+
+    with torch.no_grad():
+        exact = base(ids).logits  # fp32
+    model = copy.deepcopy(base).to(torch.bfloat16)
+    with torch.no_grad():
+        want = model(ids).logits.float()
+    buf = Buffer(rank, world, model.config.num_experts if hasattr(model.config, "num_experts")
+                 else model.config.num_local_experts, models.HIDDEN, MAX_TOKENS,
+                 model.config.num_experts_per_tok, store=store, key=f"model_ep/{kind}/bf16", x_dtype="bf16",
+                 combine_dtype="bf16", out_dtype="f32", timeout_ms=30000, request_timeout_ms=10000)
+    assert expert_parallel(model, buf, block_type) == models.LAYERS
+    with torch.no_grad():
+        got = model(ids).logits.float()
+    buf.quiesce()
+    buf.close()
+    scale = float(exact.abs().max())
+    rel = float((got - want).abs().max()) / scale
+    own = float((want - exact).abs().max()) / scale   # transformers' own bf16 error
+    ep_err = float((got - exact).abs().max()) / scale
+    assert rel <= BF16_TOLERANCE, f"{kind}, bf16: logits off by {rel:.2e} of max |logit|"
+    assert ep_err <= 2.5 * own + 2.0 ** -6, f"{kind}, bf16: EP error {ep_err:.2e} vs the model's own {own:.2e}"
+    return dict(kind=kind, scenario="bf16 logits, 1 pass", tokens=list(ids.shape), max_logit_diff=rel,
+                rows=0, dropped=0, empty=0, note=f"(of max |logit|; vs fp32: EP {ep_err:.1e}, "
+                                                 f"transformers bf16 {own:.1e})")
 
 
 def rank_main(rank: int, port: int, world: int, kinds: list[str], q) -> None:
@@ -101,6 +141,7 @@ def rank_main(rank: int, port: int, world: int, kinds: list[str], q) -> None:
                     assert not torch.equal(models.generate(wrong, ids, NEW_TOKENS)[0], want), \
                         f"{kind}: permuting the experts changed no token; the check is too weak"
                 results.append(info)
+            results.append(bf16_logits(rank, world, store, kind, base, block_type, ids))
             buf.quiesce()
             stats = buf.stats()
             assert stats["stray_immediates"] == 0 and stats["submissions"] == stats["completions"], stats
@@ -170,7 +211,7 @@ def main() -> int:
             for info in extra:
                 print(f"ok   {label} rank {rank} {info['kind']:9} {info['scenario']:22} tokens {info['tokens']} "
                       f"rows here {info['rows']:4} dropped {info['dropped']:3} empty {info['empty']:3} "
-                      f"max |dlogit| {info['max_logit_diff']:.2e}")
+                      f"max |dlogit| {info['max_logit_diff']:.2e} {info.get('note', '')}")
         print(f"{label}: {time.monotonic() - start:.1f} s")
     print(f"{passed} passed, {failed} failed")
     return 0 if failed == 0 and passed > 0 else 1
