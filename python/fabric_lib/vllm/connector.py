@@ -133,6 +133,7 @@ class FabricConnectorMetadata(KVConnectorMetadata):
     saves: list[_Chunk] = field(default_factory=list)  # producer: this step's chunks
     cancels: list[str] = field(default_factory=list)  # producer: wire ids to stop sending
     loads: list[_Transfer] = field(default_factory=list)  # consumer: request these this step
+    unloads: list[str] = field(default_factory=list)  # consumer: req_ids finished while loading
 
 
 @dataclass
@@ -181,6 +182,7 @@ class FabricConnector(KVConnectorBase_V1):
         self._local_hit: dict[str, int] = {}  # consumer: req_id -> locally cached tokens
         self._loading: dict[str, list[int]] = {}  # consumer: req_id -> blocks being loaded
         self._no_external: set[str] = set()  # consumer: loads failed, recompute locally once
+        self._unloads: list[str] = []  # consumer: aborted while loading, in the next metadata
         self._producer_address: str | None = None  # producer: its worker's, from the handshake
         # Worker side.
         self._sender: fkv.Sender | None = None
@@ -271,6 +273,7 @@ class FabricConnector(KVConnectorBase_V1):
         meta = FabricConnectorMetadata()
         if not self._producer:
             meta.loads, self._pending = self._pending, []
+            meta.unloads, self._unloads = self._unloads, []
             return meta
         meta.cancels, self._cancels = self._cancels, []
         for req_id in scheduler_output.preempted_req_ids or ():
@@ -321,7 +324,10 @@ class FabricConnector(KVConnectorBase_V1):
         req_id = request.request_id
         unfinished = self._streams.pop(req_id, None)
         self._local_hit.pop(req_id, None)
-        self._loading.pop(req_id, None)
+        if self._loading.pop(req_id, None) is not None:
+            # Finished (a client abort) while its KV is still coming: vLLM holds its blocks
+            # until get_finished reports it; stop the load so that is soon.
+            self._unloads.append(req_id)
         self._no_external.discard(req_id)
         wid = self._prepared.pop(req_id, None)
         if wid is not None:
@@ -434,6 +440,22 @@ class FabricConnector(KVConnectorBase_V1):
         if self._receiver is not None:
             for t in meta.loads:
                 self._ask(t)
+            for req_id in meta.unloads:
+                self._stop_load(req_id, "the request finished before its KV arrived")
+
+    def _stop_load(self, req_id: str, why: str) -> None:
+        """Cancels a load; it is reported (failed) once no write of it can land any more."""
+        load = self._loads.get(req_id)
+        if load is None or load.cancelled:
+            return
+        load.cancelled = True
+        load.error = load.error or why
+        if load.asked:
+            assert self._receiver is not None
+            try:
+                self._receiver.cancel(load.transfer.wire_id)
+            except Exception as e:  # noqa: BLE001
+                logger.warning("FabricConnector: cancelling %s: %s", load.transfer.wire_id, e)
 
     def _apply(self, chunk: _Chunk) -> _Save:
         """Hands this step's pages of a request to the Sender (prepare, or add_pages), once."""
@@ -577,13 +599,9 @@ class FabricConnector(KVConnectorBase_V1):
                     if now - load.started > timeout and not load.cancelled:
                         # Never started or stalled: stop it; it turns cancelled once no write of
                         # it can land any more, and then fails here.
-                        load.cancelled = True
-                        load.error = f"not loaded within load_timeout_s={timeout:g}"
-                        logger.warning("FabricConnector: %s %s", t.wire_id, load.error)
-                        try:
-                            self._receiver.cancel(t.wire_id)
-                        except Exception as e:  # noqa: BLE001
-                            logger.warning("FabricConnector: cancelling %s: %s", t.wire_id, e)
+                        why = f"not loaded within load_timeout_s={timeout:g}"
+                        logger.warning("FabricConnector: %s %s", t.wire_id, why)
+                        self._stop_load(req_id, why)
                     continue
                 if state != "done":
                     load.error = load.error or f"{state}: {error}"

@@ -18,6 +18,7 @@ Cases, in order, on the same instances (the consumers are never restarted):
   returned    the producer's returned kv_transfer_params forwarded to the consumer as they are.
   never       an id the producer never prefills: fails within load_timeout_s under "fail",
               right tokens under "recompute".
+  aborted     a client abort while the KV is awaited stops the load at once.
   kill        the producer SIGKILLed with requests waiting for it: they fail within 15 s.
   stale       the address file still names the dead producer: requests fail at once.
   restarted   a new producer writes its address: both consumers use it, every output right.
@@ -113,6 +114,9 @@ def serve(role: str, policy: str, workdir: str) -> None:
         cmd = json.loads(line)
         if cmd["op"] == "exit":
             break
+        if cmd["op"] == "abort":
+            replies.write(json.dumps(abort_while_loading(llm, connector, cmd)) + "\n")
+            continue
         started = time.monotonic()
         params = []
         given = cmd.get("params") or [None] * len(cmd["ids"])
@@ -131,6 +135,26 @@ def serve(role: str, policy: str, workdir: str) -> None:
                    "kv_transfer_params": getattr(o, "kv_transfer_params", None)} for o in outs]
         replies.write(json.dumps({"outputs": result, "seconds": time.monotonic() - started,
                                   "counts": dict(connector.counts)}) + "\n")
+
+
+def abort_while_loading(llm, connector, cmd: dict) -> dict:
+    """A client abort while the request waits for its KV: the load must stop well before
+    load_timeout_s (the consumer's blocks are held until it does)."""
+    from vllm import SamplingParams
+
+    engine = llm.llm_engine
+    failures = connector.counts["load_failures"]
+    params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, ignore_eos=True,
+                            extra_args={"kv_transfer_params": {"fabric_id": cmd["id"]}})
+    engine.add_request(cmd["id"], {"prompt_token_ids": cmd["prompt"]}, params)
+    engine.step()  # scheduled: it waits for its KV, the load is asked for
+    asked = connector.counts
+    engine.abort_request([cmd["id"]])
+    started = time.monotonic()
+    while connector.counts["load_failures"] == failures and time.monotonic() - started < STEP_S:
+        engine.step()  # vLLM keeps stepping while the aborted request holds its blocks
+    return {"seconds": time.monotonic() - started, "counts": dict(connector.counts),
+            "outputs": [], "asked": dict(asked)}
 
 
 def instance_env(core: int) -> dict[str, str]:
@@ -351,6 +375,13 @@ class Run:
         self.need(outs[0]["finish"] == "error", f"never: finished {outs[0]['finish']}")
         self.need(seconds < LOAD_TIMEOUT_S + 10, f"never: failed after {seconds:.1f} s")
         self.need(got[R][1]["load_failures"] == 1, "never: recompute saw no load failure")
+
+        # A client abort while the KV is awaited stops the load at once, not at load_timeout_s.
+        F.send({"op": "abort", "id": "aborted-0", "prompt": tokens(rng, 64)})
+        _, counts, seconds = F.outputs()
+        print(f"aborted: load stopped {seconds:.2f} s after the abort, counts {counts}", flush=True)
+        self.need(counts["load_failures"] == 1 and seconds < LOAD_TIMEOUT_S / 2,
+                  f"aborted: {counts}, {seconds:.1f} s")
 
         # The producer dies with requests waiting for it (it never prefills them).
         F.generate([(f"k-{i}", tokens(rng, 50 + 10 * i), False) for i in range(3)], MAX_TOKENS)
