@@ -16,7 +16,8 @@ format (tokens x hidden), shaped as DeepEP's high-throughput one:
 Internally the Buffer sees one pseudo-expert per rank (top_k = world size), so a token crosses
 once per destination rank and one row per (token, rank) comes back. Rank r hosts the experts
 [r*E/N, (r+1)*E/N) and is given those experts' weights. Limits: world size <= 16 (the Buffer's
-top_k), unquantized activations, apply_router_weight_on_input not supported, no async variant.
+top_k), unquantized activations, apply_router_weight_on_input not supported. prepare_async and
+finalize_async return (hook, receiver) pairs: the send half has run when they return.
 """
 
 from __future__ import annotations
@@ -77,9 +78,22 @@ class FabricPrepareAndFinalize(mk.FusedMoEPrepareAndFinalizeModular):
 
     # -- the all-to-all ------------------------------------------------------------------------
 
+    def supports_async(self) -> bool:
+        return True
+
     def prepare(self, a1: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor, num_experts: int,
                 expert_map: torch.Tensor | None, apply_router_weight_on_input: bool, quant_config: Any,
                 defer_input_quant: bool = False) -> mk.PrepareResultType:
+        hook, receiver = self.prepare_async(a1, topk_weights, topk_ids, num_experts, expert_map,
+                                            apply_router_weight_on_input, quant_config, defer_input_quant)
+        hook()
+        return receiver()
+
+    def prepare_async(self, a1: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor,
+                      num_experts: int, expert_map: torch.Tensor | None, apply_router_weight_on_input: bool,
+                      quant_config: Any, defer_input_quant: bool = False):
+        """Sends the tokens and returns (hook, receiver): hook() waits for this rank's tokens,
+        receiver() then returns what prepare does. The caller may work between the two."""
         if apply_router_weight_on_input:
             raise UnsupportedError("FabricPrepareAndFinalize: apply_router_weight_on_input is not supported")
         if getattr(quant_config, "quant_dtype", None) is not None:
@@ -96,19 +110,35 @@ class FabricPrepareAndFinalize(mk.FusedMoEPrepareAndFinalizeModular):
         dest = torch.where(to, ranks, torch.full_like(to, -1, dtype=torch.long))
         # The token's own routing rides along: its ids (exact in FP32) and weights.
         scales = torch.cat([ids.float(), topk_weights.float()], dim=1)
-        recv_x, recv_count, handle = self.buffer.dispatch(a1, dest, to.float(), scales=scales)
+        recv_x, recv_count, handle, hook = self.buffer.dispatch(a1, dest, to.float(), scales=scales,
+                                                                return_recv_hook=True)
         self._handle = handle
-        m = int(recv_count[0])   # one pseudo-expert per rank: every row is "expert 0"
-        got = torch.from_numpy(self.buffer.recv_scales()[:m])
-        local = got[:, :self.top_k].long() - self.first_expert
-        mine = (local >= 0) & (local < self.num_local_experts)
-        local_ids = torch.where(mine, local, torch.zeros_like(local)).to(torch.int32)
-        local_w = torch.where(mine, got[:, self.top_k:], torch.zeros_like(local, dtype=torch.float32))
-        return recv_x[:m], None, None, local_ids, local_w.to(topk_weights.dtype)
+
+        def receiver() -> mk.PrepareResultType:
+            hook()  # a no-op once run
+            m = int(recv_count[0])   # one pseudo-expert per rank: every row is "expert 0"
+            got = torch.from_numpy(self.buffer.recv_scales()[:m])
+            local = got[:, :self.top_k].long() - self.first_expert
+            mine = (local >= 0) & (local < self.num_local_experts)
+            local_ids = torch.where(mine, local, torch.zeros_like(local)).to(torch.int32)
+            local_w = torch.where(mine, got[:, self.top_k:], torch.zeros_like(local, dtype=torch.float32))
+            return recv_x[:m], None, None, local_ids, local_w.to(topk_weights.dtype)
+
+        return hook, receiver
 
     def finalize(self, output: torch.Tensor, fused_expert_output: torch.Tensor, topk_weights: torch.Tensor,
                  topk_ids: torch.Tensor, apply_router_weight_on_input: bool,
                  weight_and_reduce_impl: mk.TopKWeightAndReduce) -> None:
+        hook, receiver = self.finalize_async(output, fused_expert_output, topk_weights, topk_ids,
+                                             apply_router_weight_on_input, weight_and_reduce_impl)
+        hook()
+        receiver()
+
+    def finalize_async(self, output: torch.Tensor, fused_expert_output: torch.Tensor, topk_weights: torch.Tensor,
+                       topk_ids: torch.Tensor, apply_router_weight_on_input: bool,
+                       weight_and_reduce_impl: mk.TopKWeightAndReduce):
+        """Sends the partial rows and returns (hook, receiver): output is valid once hook()
+        (which waits and sums into it) has run; receiver() is then a no-op."""
         handle, self._handle = self._handle, None
         if handle is None:
             raise InvalidArgumentError("FabricPrepareAndFinalize: finalize without its prepare")
@@ -124,7 +154,8 @@ class FabricPrepareAndFinalize(mk.FusedMoEPrepareAndFinalizeModular):
             weight_and_reduce_impl.apply(output=rows, fused_expert_output=fused_expert_output,
                                          topk_weights=topk_weights, topk_ids=topk_ids,
                                          apply_router_weight_on_input=False)
-        self.buffer.combine(self._y, handle, out=output)
+        _, hook = self.buffer.combine(self._y, handle, out=output, return_recv_hook=True)
+        return hook, lambda: hook()
 
     def close(self) -> None:
         self.buffer.close()

