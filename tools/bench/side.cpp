@@ -113,7 +113,10 @@ Side::Side(const SideConfig& cfg)
     raw.emplace(libfabric_provider(cfg.provider), engine_uses_delivery_complete(cfg.provider),
                 cfg.bind_address);
   }
-  eng_buf = must(engine->reg_mr(buf.data, buf.size), "engine reg_mr(buffer)");
+  // Readable by the peer too: the READ rows read the target's buffer.
+  eng_buf = must(engine->reg_mr(buf.data, buf.size, fabric::Device::host(),
+                                fabric::Access::remote_write | fabric::Access::remote_read),
+                 "engine reg_mr(buffer)");
   eng_imm = must(engine->reg_mr(imm_buf.data, imm_buf.size), "engine reg_mr(imm)");
   for (std::uint32_t g = 1; g < cfg.groups; ++g) {
     group_bufs.push_back(must(engine->reg_mr(buf.data, buf.size, fabric::Device::host(),

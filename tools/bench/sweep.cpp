@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <stdexcept>
 #include <thread>
 
 #include "common/stats.hpp"
 #include "link.hpp"
 #include "pattern.hpp"
+#include "read_runs.hpp"
 #include "runs.hpp"
 #include "scatter.hpp"
 #include "side.hpp"
@@ -202,6 +204,55 @@ class Session {
     return row;
   }
 
+  // single_read / paged_read: this side READs the target's buffer, engine and raw rounds
+  // alternating as for writes. Before each round the target's buffer gets a fresh pattern (one
+  // engine write), ours is cleared, and after it ours must hold that pattern (pages permuted).
+  Row reads(const std::string& op, std::uint64_t size) {
+    const bool paged = op == "paged_read";
+    WriteRound r;
+    r.size = size;
+    r.pages = paged ? opt_.pages : 0;
+    r.window = paged ? std::max<std::uint32_t>(1, opt_.window / 16) : opt_.window;
+    r.count = opt_.iters != 0 ? opt_.iters : iterations(size * (paged ? r.pages : 1));
+    r.threads = opt_.threads;
+    const std::uint64_t len = size * (paged ? r.pages : 1);
+    if (len > s_.buf.size) throw std::runtime_error("buffer too small for " + op);
+    Row row{op, size, paged ? r.pages : 1u, r.count, {}, {}};
+    row.has_raw = s_.raw.has_value();
+    Mean engine_mean, raw_mean;
+    std::vector<std::byte> source(len);
+    for (std::uint32_t rep = 0; rep < reps(); ++rep) {
+      for (const bool raw : {false, true}) {
+        if (raw && !s_.raw) continue;
+        fill_pattern(s_.buf.data, len, ++seed_);
+        std::memcpy(source.data(), s_.buf.data, len);
+        WriteRound seed_write;
+        seed_write.size = len;
+        seed_write.count = 1;
+        seed_write.window = 1;
+        (void)engine_writes(s_, peer_, link_, seed_write);
+        std::memset(s_.buf.data, 0, len);
+        if (rep == 0) {
+          WriteRound warm = r;
+          warm.count = std::max<std::uint64_t>(1, r.count / 8);
+          (void)(raw ? raw_reads(s_, peer_, link_, warm) : engine_reads(s_, peer_, warm));
+        }
+        const Figures f = raw ? raw_reads(s_, peer_, link_, r) : engine_reads(s_, peer_, r);
+        Figures& best = raw ? row.raw : row.engine;
+        if (f.gbps > best.gbps) best = f;
+        (raw ? raw_mean : engine_mean).add(f);
+        if (!read_back(source, r)) {
+          throw std::runtime_error(fmt::format("{} {} B ({}): read bytes differ", op, size,
+                                               raw ? "raw" : "engine"));
+        }
+      }
+    }
+    row.engine_avg_gbps = engine_mean.gbps();
+    row.raw_avg_gbps = raw_mean.gbps();
+    row.verified = true;  // every round's bytes matched (a mismatch throws)
+    return row;
+  }
+
   // Both sides write `size` to each other at once (engine only). Same count
   // as the unidirectional row of this size, so its raw row is the reference.
   Row bidir(const Row& uni) {
@@ -314,6 +365,19 @@ class Session {
     return link_.expect("sum", 60s) == fmt::format("sum {:x}", want.value());
   }
 
+  // Whether our buffer holds what a read round should have brought from `source`.
+  bool read_back(const std::vector<std::byte>& source, const WriteRound& r) const {
+    if (r.pages == 0) return std::memcmp(s_.buf.data, source.data(), r.size) == 0;
+    const auto order = dst_page_order(r.pages);
+    for (std::uint32_t i = 0; i < r.pages; ++i) {
+      if (std::memcmp(s_.buf.data + std::uint64_t{i} * r.size,
+                      source.data() + std::uint64_t{order[i]} * r.size, r.size) != 0) {
+        return false;
+      }
+    }
+    return true;
+  }
+
   const Options& opt_;
   Link& link_;
   Side& s_;
@@ -390,7 +454,8 @@ SweepResult run_sweep(const Options& opt) {
     std::size_t total = 0;
     for (const auto& op : opt.ops) {
       total += op == "single_write" ? single_sizes(opt).size() * (opt.bidir ? 2 : 1)
-               : op == "paged_write" ? page_sizes(opt.quick).size()
+               : op == "single_read" ? single_sizes(opt).size()
+               : op == "paged_write" || op == "paged_read" ? page_sizes(opt.quick).size()
                : op == "sendrecv"    ? message_sizes(opt.quick).size()
                : op == "scatter"     ? peer_counts.size()
                                      : 1;
@@ -412,6 +477,13 @@ SweepResult run_sweep(const Options& opt) {
       if (op == "sendrecv") {
         for (auto size : message_sizes(opt.quick)) {
           result.rows.push_back(session.sendrecv(size));
+          progress(start, result.rows.size(), total, result.rows.back());
+        }
+        continue;
+      }
+      if (op == "single_read" || op == "paged_read") {
+        for (auto size : op == "single_read" ? single_sizes(opt) : page_sizes(opt.quick)) {
+          result.rows.push_back(session.reads(op, size));
           progress(start, result.rows.size(), total, result.rows.back());
         }
         continue;

@@ -34,7 +34,8 @@ Endpoint::Endpoint(const std::string& provider, bool delivery_complete,
                    const std::string& bind_address) {
   // The engine's own hints (src/libfabric/fi_hints.hpp): the baseline runs
   // under the same terms, not a copy that could drift.
-  const fabric::ofi::InfoPtr hints = fabric::ofi::engine_hints(provider, delivery_complete, false);
+  const fabric::ofi::InfoPtr hints =
+      fabric::ofi::engine_hints(provider, delivery_complete, false, /*reads=*/true);
 
   // IP providers are asked for the bind address as the source.
   const bool ip = ip_provider(provider);
@@ -86,8 +87,9 @@ fi_addr_t Endpoint::insert_peer(const std::vector<std::uint8_t>& name) {
 Region Endpoint::register_region(void* ptr, std::size_t len) {
   Region r;
   const std::uint64_t key = (mr_mode_ & FI_MR_PROV_KEY) != 0 ? 0 : next_key_++;
-  check("fi_mr_reg", fi_mr_reg(domain_.get(), ptr, len, FI_WRITE | FI_REMOTE_WRITE | FI_SEND |
-                                                          FI_RECV,
+  // Readable by the peer: the READ rows read the target's buffer, as the engine's does.
+  check("fi_mr_reg", fi_mr_reg(domain_.get(), ptr, len, FI_WRITE | FI_REMOTE_WRITE | FI_READ |
+                                                          FI_REMOTE_READ | FI_SEND | FI_RECV,
                                0, key, 0, r.mr.out(), nullptr));
   if ((mr_mode_ & FI_MR_ENDPOINT) != 0) {
     check("fi_mr_bind", fi_mr_bind(r.mr.get(), ep_.fid(), 0));
@@ -105,6 +107,14 @@ bool Endpoint::write(const void* buf, std::size_t len, void* desc, std::uint64_t
   if (rc == 0) return true;
   if (rc == -FI_EAGAIN) return false;
   fail("fi_writedata", rc);
+}
+
+bool Endpoint::read(void* buf, std::size_t len, void* desc, fi_addr_t peer, std::uint64_t raddr,
+                    std::uint64_t key, void* ctx) {
+  const ssize_t rc = fi_read(ep_.get(), buf, len, desc, peer, raddr, key, ctx);
+  if (rc == 0) return true;
+  if (rc == -FI_EAGAIN) return false;
+  fail("fi_read", rc);
 }
 
 std::size_t Endpoint::poll(fi_cq_data_entry* out, std::size_t max) {

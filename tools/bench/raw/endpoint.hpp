@@ -41,6 +41,9 @@ class Endpoint {
   // -FI_EAGAIN means "poll, then retry"; other negatives throw.
   bool write(const void* buf, std::size_t len, void* desc, std::uint64_t data, fi_addr_t peer,
              std::uint64_t raddr, std::uint64_t key, void* ctx);
+  // An RDMA READ of the peer's [raddr, +len) into buf; as write() otherwise.
+  bool read(void* buf, std::size_t len, void* desc, fi_addr_t peer, std::uint64_t raddr,
+            std::uint64_t key, void* ctx);
   // Reads up to `max` entries; throws on a CQ error entry.
   std::size_t poll(fi_cq_data_entry* out, std::size_t max);
 
