@@ -16,6 +16,7 @@
 #include "fabric/domain_nic.hpp"
 #include "fabric/gpu_flag.hpp"
 #include "fabric/imm_counter.hpp"
+#include "fabric/imm_reservation.hpp"
 #include "fabric/memory.hpp"
 #include "fabric/net_addr.hpp"
 #include "fabric/post_timing.hpp"
@@ -235,6 +236,12 @@ class TransferEngine {
   // expect_imm_count is while `imm` has a counter: neither may take the
   // other's arrivals.
   Result<std::shared_ptr<ImmCounter>> imm_counter(std::uint32_t imm);
+  // A block of `count` immediate values for `owner` (a workload's name, one block per name)
+  // that no other reservation on this engine overlaps, at or above kFirstReservableImm
+  // (docs/api.md, "Reserved immediates"). Workloads sharing the engine each count only their
+  // own block's values, checked with ImmReservation::check. invalid_argument for count 0, an
+  // empty or held name; out_of_range when no gap is large enough; shutdown after stop().
+  Result<ImmReservation> reserve_imms(std::uint32_t count, std::string owner);
   // Detaches the counter of `imm`; later arrivals are counted internally again.
   Status release_imm_counter(std::uint32_t imm);
 

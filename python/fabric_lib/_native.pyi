@@ -217,6 +217,34 @@ class AsyncBridge:
     def take(self) -> list[int]:
         """Tokens of transfers completed since the last call."""
 
+class ImmReservation:
+    """A block of immediate values [first, first + count) that no other reservation on the engine overlaps (Engine.reserve_imms). Released by release(), on leaving a with block, or when collected."""
+
+    @property
+    def first(self) -> int:
+        """The block's first value."""
+
+    @property
+    def count(self) -> int:
+        """How many values it holds; 0 once released."""
+
+    @property
+    def owner(self) -> str:
+        """Who reserved it."""
+
+    def __contains__(self, imm: int) -> bool: ...
+    def at(self, i: int) -> int:
+        """The block's i-th value; OutOfRangeError past count."""
+
+    def check(self, imm: int) -> None:
+        """Raises InvalidArgumentError, naming the owner and the block, for a value outside it."""
+
+    def release(self) -> None:
+        """Gives the block back now; idempotent."""
+
+    def __enter__(self) -> Self: ...
+    def __exit__(self, *args: object) -> bool: ...
+
 class ImmCounter:
     """Pollable count of WRITE-with-immediate arrivals of one imm value (Engine.imm_counter)."""
 
@@ -336,6 +364,9 @@ class Engine:
         self, objs: Sequence[Any], *, remote_read: bool = False, group: int | None = None
     ) -> list[tuple[MrHandle, MrDesc]]:
         """Registers many objects (as reg_mr's obj) in one pass of the worker and returns a list of (MrHandle, MrDesc), in order. All or nothing: on an error none stays registered and the error names the object that failed."""
+
+    def reserve_imms(self, count: int, owner: str) -> ImmReservation:
+        """Reserves a block of `count` immediate values for `owner` (one block per owner name), at or above 2**20; the values below stay free for programs that pick their own. Workloads sharing the engine count only their own block's values."""
 
     def fence_peer(self, peer: NetAddr) -> None:
         """Once it returns, no WRITE or SEND from `peer` lands here any more, not even one it posted before, and operations to it fail (docs/api.md, "Fencing a peer"). UnsupportedError where the provider cannot stop a peer's writes (shm)."""

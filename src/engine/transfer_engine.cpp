@@ -14,6 +14,7 @@
 #include "engine/abandoned.hpp"
 #include "engine/engine_shared.hpp"
 #include "engine/group_plan.hpp"
+#include "engine/imm_space.hpp"
 #include "engine/worker.hpp"
 #include "watcher/watcher_thread.hpp"
 #include "fabric/engine.hpp"
@@ -55,6 +56,9 @@ struct TransferEngine::Impl {
   std::atomic<std::uint32_t> progressing{0};
   std::mutex stop_mutex;
   bool stopped = false;
+
+  // Reserved immediate blocks (reserve_imms); shared so a reservation can outlive the engine.
+  std::shared_ptr<detail::ImmSpace> imm_space = std::make_shared<detail::ImmSpace>();
 
   std::mutex counters_mutex;
   std::unordered_set<std::uint32_t> counter_imms;
@@ -632,6 +636,13 @@ Status TransferEngine::expect_imm_count(std::uint32_t imm, std::uint64_t count,
                  st.to_string());
     }
   });
+}
+
+Result<ImmReservation> TransferEngine::reserve_imms(std::uint32_t count, std::string owner) {
+  if (!impl_->accepting.load(std::memory_order_acquire)) {
+    return Status(Errc::shutdown, "reserve_imms: the engine is stopped");
+  }
+  return impl_->imm_space->reserve(count, std::move(owner));
 }
 
 Result<std::shared_ptr<ImmCounter>> TransferEngine::imm_counter(std::uint32_t imm) {
