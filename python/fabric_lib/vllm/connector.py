@@ -47,6 +47,10 @@ try:  # vLLM with request-keyed load failures (KVConnectorTransferResults.failed
     from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorTransferResults
 except ImportError:  # older vLLM: failures go by block id (get_block_ids_with_load_errors)
     KVConnectorTransferResults = None  # type: ignore[assignment,misc]
+try:  # transfer statistics in vLLM's logging and /metrics (vllm:fabric_*)
+    from ._stats import FabricConnectorStats, FabricPromMetrics
+except ImportError:  # a vLLM without connector metrics
+    FabricConnectorStats = FabricPromMetrics = None  # type: ignore[assignment,misc]
 try:  # the worker tells the scheduler its address, which request_finished returns
     from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorHandshakeMetadata
 except ImportError:
@@ -142,7 +146,8 @@ class _Load:
     started: float
     asked: bool = False  # the kv module holds a request under transfer.wire_id for it
     error: str | None = None  # failed before or after asking
-    cancelled: bool = False  # load_timeout_s ran out: cancel sent
+    cancelled: bool = False  # cancel sent (load_timeout_s ran out, or the request finished)
+    expired: bool = False  # load_timeout_s ran out
 
 
 @dataclass
@@ -195,6 +200,9 @@ class FabricConnector(KVConnectorBase_V1):
         self._loads: dict[str, _Load] = {}
         self._failed_recving: set[str] = set()
         self._load_errors: set[int] = set()
+        # Per-step statistics for vLLM's logging and /metrics, and bytes of one block (all layers).
+        self._stats = FabricConnectorStats() if FabricConnectorStats is not None else None
+        self._block_bytes = 0
         # Worker-side counts since start (tests read them; docs/vllm.md).
         self.counts: dict[str, int] = dict.fromkeys(
             ("loads", "load_blocks", "offset_loads", "load_failures", "sends", "send_failures",
@@ -382,6 +390,7 @@ class FabricConnector(KVConnectorBase_V1):
     def register_kv_caches(self, kv_caches: dict[str, torch.Tensor]) -> None:
         self._layer_index = {name: i for i, name in enumerate(kv_caches)}
         self._kv_caches = list(kv_caches.values())
+        self._block_bytes = sum(t[0].numel() * t.element_size() for t in self._kv_caches)
         for t in self._kv_caches:
             if not t.is_contiguous():
                 raise fl.InvalidArgumentError("FabricConnector: KV cache tensors must be contiguous")
@@ -471,11 +480,13 @@ class FabricConnector(KVConnectorBase_V1):
                 self._sender.prepare(chunk.wire_id, chunk.pages, chunk.total)
                 save.prepared = True
                 self.counts["sends"] += 1
+                self._stat("sends")
             elif chunk.pages and save.prepared and save.error is None:
                 self._sender.add_pages(chunk.wire_id, chunk.pages)
         except Exception as e:  # noqa: BLE001 - e.g. a duplicate id: that request's send fails
             save.error = str(e)
             self.counts["send_failures"] += 1
+            self._stat("failed_sends")
             logger.warning("FabricConnector: cannot send %s (%s): %s", chunk.wire_id,
                            chunk.req_id, e)
             if save.prepared:
@@ -574,6 +585,8 @@ class FabricConnector(KVConnectorBase_V1):
                 if state != "done":
                     logger.warning("FabricConnector: sending %s %s: %s", wid, state, error)
                     self.counts["send_failures"] += 1
+                    # "N of M decoders asked ... in time": no consumer claimed it.
+                    self._stat("expired_reqs" if "in time" in str(error) else "failed_sends")
                 try:
                     self._sender.release(wid)
                 except Exception as e:  # noqa: BLE001
@@ -601,6 +614,7 @@ class FabricConnector(KVConnectorBase_V1):
                         # it can land any more, and then fails here.
                         why = f"not loaded within load_timeout_s={timeout:g}"
                         logger.warning("FabricConnector: %s %s", t.wire_id, why)
+                        load.expired = True
                         self._stop_load(req_id, why)
                     continue
                 if state != "done":
@@ -617,12 +631,16 @@ class FabricConnector(KVConnectorBase_V1):
                 self._failed_recving.add(req_id)
                 self._load_errors.update(t.block_ids)
                 self.counts["load_failures"] += 1
+                self._stat("expired_reqs" if load.expired else "failed_transfers")
                 # The producer may have died or restarted: look it up afresh next time.
                 assert self._source is not None
                 self._source.forget()
             else:
                 self.counts["loads"] += 1
                 self.counts["load_blocks"] += len(t.block_ids)
+                if self._stats is not None:
+                    self._stats.record_load(now - load.started,
+                                            len(t.block_ids) * self._block_bytes)
                 self.counts["offset_loads"] += 1 if t.src_first > 0 else 0
                 if t.corrupt:
                     self._corrupt(t)
@@ -640,6 +658,30 @@ class FabricConnector(KVConnectorBase_V1):
             finished_recving=set(recving or ()),
             failed_recving=failed,
         )
+
+    def _stat(self, key: str) -> None:
+        if self._stats is not None:
+            self._stats.count(key)
+
+    def get_kv_connector_stats(self) -> Any:
+        """This step's statistics (vLLM aggregates them), then a fresh set."""
+        if self._stats is None or self._stats.is_empty():
+            return None
+        stats, self._stats = self._stats, FabricConnectorStats()
+        return stats
+
+    @classmethod
+    def build_kv_connector_stats(cls, data: dict[str, Any] | None = None) -> Any:
+        if FabricConnectorStats is None:
+            return None
+        return FabricConnectorStats(data=dict(data) if data else {})
+
+    @classmethod
+    def build_prom_metrics(cls, vllm_config: Any, metric_types: dict, labelnames: list[str],
+                           per_engine_labelvalues: dict[int, list[object]]) -> Any:
+        if FabricPromMetrics is None:
+            return None
+        return FabricPromMetrics(vllm_config, metric_types, labelnames, per_engine_labelvalues)
 
     def _corrupt(self, t: _Transfer) -> None:
         # The control run: the KV that came over is overwritten, so the output must change.

@@ -96,6 +96,7 @@ def engine(workdir: str, role: str, policy: str):
         max_num_batched_tokens=BUDGET,
         max_num_seqs=16,
         enforce_eager=True,
+        disable_log_stats=False,  # the connector's vllm:fabric_* metrics are checked
         seed=0,
         kv_transfer_config=transfer,
     )
@@ -134,7 +135,18 @@ def serve(role: str, policy: str, workdir: str) -> None:
                    "finish": str(o.outputs[0].finish_reason),
                    "kv_transfer_params": getattr(o, "kv_transfer_params", None)} for o in outs]
         replies.write(json.dumps({"outputs": result, "seconds": time.monotonic() - started,
-                                  "counts": dict(connector.counts)}) + "\n")
+                                  "counts": dict(connector.counts),
+                                  "metrics": fabric_metrics(llm)}) + "\n")
+
+
+def fabric_metrics(llm) -> dict[str, float]:
+    """vLLM's own metrics of the connector (what /metrics serves): counter values, histogram
+    counts."""
+    out = {}
+    for m in llm.get_metrics():
+        if m.name.startswith("vllm:fabric_"):
+            out[m.name] = getattr(m, "value", getattr(m, "count", None))
+    return out
 
 
 def abort_while_loading(llm, connector, cmd: dict) -> dict:
@@ -218,6 +230,7 @@ class Instance:
     def outputs(self, timeout_s: float = STEP_S) -> tuple[list[dict], dict[str, int], float]:
         """This batch's outputs, the change of the connector's counts, and its seconds."""
         r = self.reply(timeout_s)
+        self.metrics = r.get("metrics", {})
         delta = {k: v - self.counts.get(k, 0) for k, v in r["counts"].items()}
         self.counts = r["counts"]
         return r["outputs"], delta, r["seconds"]
@@ -321,6 +334,11 @@ class Run:
                       if c and o["tokens"] != baseline[json.dumps(p)])
         self.need(changed > 0, "shared-1: corrupting the landed KV changed no output")
         self.need(counts["loads"] == len(batch), f"shared-1: {counts['loads']} loads")
+        # The same in vLLM's own metrics (/metrics), as NixlConnector's vllm:nixl_* are.
+        print(f"shared-1: consumer metrics {F.metrics}", flush=True)
+        self.need(F.metrics.get("vllm:fabric_num_transfers", 0) >= len(batch)
+                  and F.metrics.get("vllm:fabric_bytes_transferred", 0) >= len(batch),
+                  f"shared-1: vLLM metrics {F.metrics}")
 
         # Round two: new suffixes of the cached prefix, and round one's prompts under new ids.
         batch = [(f"s2-{i}", p, False) for i, p in enumerate(second + first)]
@@ -375,6 +393,8 @@ class Run:
         self.need(outs[0]["finish"] == "error", f"never: finished {outs[0]['finish']}")
         self.need(seconds < LOAD_TIMEOUT_S + 10, f"never: failed after {seconds:.1f} s")
         self.need(got[R][1]["load_failures"] == 1, "never: recompute saw no load failure")
+        self.need(F.metrics.get("vllm:fabric_num_expired_reqs", 0) >= 1,
+                  f"never: vLLM metrics {F.metrics}")
 
         # A client abort while the KV is awaited stops the load at once, not at load_timeout_s.
         F.send({"op": "abort", "id": "aborted-0", "prompt": tokens(rng, 64)})
