@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/file.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -14,7 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "fabric/engine.hpp"
 #include "libfabric/shm_leftovers.hpp"
 
 namespace fabric::ofi {
@@ -104,49 +104,60 @@ std::vector<std::string> regions_of(pid_t pid) {
   return out;
 }
 
-// A child that opens an shm engine, says so on `ready`, and waits to be killed; or, with
-// `then_exit`, stops its engine and exits 0 (the next start's sweep ran in it).
-pid_t engine_child(int ready, bool then_exit) {
+// Runs the engine child program (shm_engine_child.cpp) with its stdout on a pipe; `stay`: it waits
+// to be killed after its engine is up.
+struct EngineChild {
+  pid_t pid = -1;
+  int out = -1;
+};
+
+EngineChild start_engine_child(bool stay) {
+  int p[2];
+  if (::pipe(p) != 0) return {};
   const pid_t pid = ::fork();
-  if (pid != 0) return pid;
-  auto engine = TransferEngine::create(EngineConfig{});
-  const char ok = engine.ok() ? 'y' : 'n';
-  (void)!::write(ready, &ok, 1);
-  if (then_exit || !engine.ok()) {
-    if (engine.ok()) (*engine)->stop();
-    ::_exit(engine.ok() ? 0 : 1);
+  if (pid == 0) {
+    ::dup2(p[1], STDOUT_FILENO);
+    ::close(p[0]);
+    ::close(p[1]);
+    const char* program = FABRIC_SHM_ENGINE_CHILD;
+    ::execl(program, program, stay ? "stay" : "exit", static_cast<char*>(nullptr));
+    ::_exit(127);
   }
-  for (;;) ::pause();
+  ::close(p[1]);
+  return {pid, p[0]};
 }
 
-char read_byte(int fd) {
-  char c = 0;
-  return ::read(fd, &c, 1) == 1 ? c : '?';
+// The child's one-byte answer within 60 s; '?' if none came (it is then killed).
+char answer_of(const EngineChild& c) {
+  pollfd pfd{c.out, POLLIN, 0};
+  char byte = '?';
+  if (::poll(&pfd, 1, 60000) != 1 || ::read(c.out, &byte, 1) != 1) {
+    ::kill(c.pid, SIGKILL);
+    byte = '?';
+  }
+  ::close(c.out);
+  return byte;
 }
 
 TEST(ShmLeftoversOfAKilledEngine, TheNextEngineToStartRemovesThem) {
-  int p[2];
-  ASSERT_EQ(::pipe(p), 0);
-  const pid_t victim = engine_child(p[1], false);
-  ASSERT_GT(victim, 0);
-  ASSERT_EQ(read_byte(p[0]), 'y');
-  const auto left = regions_of(victim);
+  const EngineChild victim = start_engine_child(/*stay=*/true);
+  ASSERT_GT(victim.pid, 0);
+  ASSERT_EQ(answer_of(victim), 'y');
+  const auto left = regions_of(victim.pid);
   ASSERT_FALSE(left.empty()) << "the engine made no region file under /dev/shm";
-  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  ASSERT_EQ(::kill(victim.pid, SIGKILL), 0);
   int status = 0;
-  ASSERT_EQ(::waitpid(victim, &status, 0), victim);
+  ASSERT_EQ(::waitpid(victim.pid, &status, 0), victim.pid);
   for (const auto& f : left) EXPECT_TRUE(fs::exists(f)) << f << " vanished before any sweep";
 
   // Another process's first shm engine sweeps; its own region it keeps until it stops.
-  const pid_t next = engine_child(p[1], true);
-  ASSERT_GT(next, 0);
-  EXPECT_EQ(read_byte(p[0]), 'y');
-  ASSERT_EQ(::waitpid(next, &status, 0), next);
+  const EngineChild next = start_engine_child(/*stay=*/false);
+  ASSERT_GT(next.pid, 0);
+  EXPECT_EQ(answer_of(next), 'y');
+  ASSERT_EQ(::waitpid(next.pid, &status, 0), next.pid);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  ::close(p[0]);
-  ::close(p[1]);
   for (const auto& f : left) EXPECT_FALSE(fs::exists(f)) << f << " was left behind";
-  EXPECT_TRUE(regions_of(next).empty()) << "a stopped engine removes its own region";
+  EXPECT_TRUE(regions_of(next.pid).empty()) << "a stopped engine removes its own region";
 }
 
 }  // namespace
