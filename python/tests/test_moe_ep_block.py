@@ -18,7 +18,7 @@ E, H, I, K, T = 6, 16, 8, 2, 5
 class Router(torch.nn.Module):
     def __init__(self, weight, none_slot: bool) -> None:
         super().__init__()
-        self.weight, self.none_slot = weight, none_slot
+        self.weight, self.none_slot = torch.nn.Parameter(weight), none_slot
 
     def forward(self, h):
         logits = h @ self.weight.t()
@@ -63,6 +63,21 @@ def buf():
                out_dtype="f32", timeout_ms=5000)
     yield b
     b.close()
+
+
+def test_a_bf16_model_on_a_buffer_that_sums_in_f32_and_returns_bf16() -> None:
+    b = Buffer(0, 1, E, H, T, K, all_gather=lambda blob: [blob], x_dtype="bf16", combine_dtype="f32",
+               out_dtype="bf16", timeout_ms=5000)
+    try:
+        block = Block().to(torch.bfloat16)
+        h = torch.randn(1, T, H, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
+        with torch.no_grad():
+            got = ExpertParallelMoe(block, b)(h)
+            want = Block().reference(h[0].float())  # fp32 weights and math
+        assert got.dtype == torch.bfloat16
+        assert (got[0].float() - want).abs().max() <= 2.0 ** -5 * want.abs().max()
+    finally:
+        b.close()
 
 
 @pytest.mark.parametrize("placement", [None, [5, 4, 3, 2, 1, 0], [2, 0, 1, 5, 3, 4]])

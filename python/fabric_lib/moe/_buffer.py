@@ -328,6 +328,16 @@ class Buffer:
         count = [int(c) for c in np.asarray(handle.recv_count).reshape(-1)]
         return [recv_x[b : b + c] for b, c in zip(handle.expert_begin, count)]
 
+    @property
+    def combine_dtype(self) -> str:
+        """What combine takes from the experts: 'bf16' or 'f32'."""
+        return self._combine_dtype
+
+    @property
+    def out_dtype(self) -> str:
+        """What combine returns: 'bf16' or 'f32'."""
+        return self._out_dtype
+
     def stats(self) -> dict:
         return self._group.stats()
 

@@ -65,10 +65,14 @@ class ExpertParallelMoe(torch.nn.Module):
         self.gate_up_proj = torch.nn.Parameter(gate_up_proj.detach()[mine].clone(), requires_grad=False)
         self.down_proj = torch.nn.Parameter(down_proj.detach()[mine].clone(), requires_grad=False)
         self.transport = transport
+        dtypes = {"bf16": torch.bfloat16, "f32": torch.float32}
+        self._y_dtype = dtypes[getattr(transport, "combine_dtype", "f32")]
+        self._out_dtype = dtypes[getattr(transport, "out_dtype", "f32")]
 
     def _experts(self, recv_x: torch.Tensor, counts: list[int], begins: list[int]) -> torch.Tensor:
         """The local experts' outputs, row for row in recv_x's grouped order (SwiGLU as the model)."""
-        y = torch.empty_like(recv_x)  # rows of no expert (padding, unused) are never read by combine
+        # Rows of no expert (padding, unused) are never read by combine.
+        y = torch.empty(recv_x.shape, dtype=self._y_dtype)
         for e, (b, c) in enumerate(zip(begins, counts)):
             if c == 0:
                 continue
@@ -90,7 +94,7 @@ class ExpertParallelMoe(torch.nn.Module):
         recv_x, recv_count, handle = self.transport.dispatch(h, ids, weights)
         y = self._experts(recv_x, [int(c) for c in recv_count.tolist()], list(handle.expert_begin))
         # A fresh tensor: the block's output outlives the next layer's combine.
-        out = torch.empty(h.shape, dtype=torch.float32)
+        out = torch.empty(h.shape, dtype=self._out_dtype)
         out = self.transport.combine(y, handle, out=out)
         out = out.to(hidden_states.dtype)
         if self.shared_expert is not None:
