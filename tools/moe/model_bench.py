@@ -43,6 +43,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class Timed:
+    """A transport that records how long each dispatch and combine call took (ms), waits included."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.dispatch_ms, self.combine_ms = inner, [], []
+        for name in ("num_experts", "layout", "num_local_experts", "combine_dtype", "out_dtype"):
+            if hasattr(inner, name):
+                setattr(self, name, getattr(inner, name))
+
+    def dispatch(self, x, ids, weights):
+        t0 = time.perf_counter()
+        r = self.inner.dispatch(x, ids, weights)
+        self.dispatch_ms.append((time.perf_counter() - t0) * 1e3)
+        return r
+
+    def combine(self, y, handle, out=None):
+        t0 = time.perf_counter()
+        r = self.inner.combine(y, handle, out=out)
+        self.combine_ms.append((time.perf_counter() - t0) * 1e3)
+        return r
+
+
 def rank_main(rank: int, world: int, port: int, args, q) -> None:
     try:
         import torch
@@ -67,15 +89,19 @@ def rank_main(rank: int, world: int, port: int, args, q) -> None:
                      key="model_bench", x_dtype="f32", combine_dtype="f32", out_dtype="f32",
                      timeout_ms=60000, request_timeout_ms=60000)
         runs = {"none": model}
-        runs["fabric"] = copy.deepcopy(model)
-        expert_parallel(runs["fabric"], buf, block_type)
-        runs["gloo"] = copy.deepcopy(model)
-        expert_parallel(runs["gloo"], GlooEp(rank, world, num_experts, args.hidden), block_type)
+        timed = {"fabric": Timed(buf), "gloo": Timed(GlooEp(rank, world, num_experts, args.hidden))}
+        for v, transport in timed.items():
+            runs[v] = copy.deepcopy(model)
+            expert_parallel(runs[v], transport, block_type)
         g = torch.Generator().manual_seed(1000 + rank)
         ids = torch.randint(0, models.VOCAB, (args.batch, args.prompt), generator=g)
         seconds = {v: [] for v in VARIANTS}
         tokens = {}
         for rep in range(args.repeats + 1):  # the first is warm-up
+            if rep == 1:  # the calls of the timed repeats only
+                for t in timed.values():
+                    t.dispatch_ms.clear()
+                    t.combine_ms.clear()
             for v in VARIANTS:
                 dist.barrier()
                 t0 = time.perf_counter()
@@ -88,7 +114,9 @@ def rank_main(rank: int, world: int, port: int, args, q) -> None:
         buf.quiesce()
         buf.close()
         dist.destroy_process_group()
-        q.put((rank, "ok", {"seconds": seconds, "same_tokens": same,
+        calls = {f"{v}_{step}_ms_p50": statistics.median(getattr(t, f"{step}_ms"))
+                 for v, t in timed.items() for step in ("dispatch", "combine")}
+        q.put((rank, "ok", {"seconds": seconds, "same_tokens": same, "calls": calls,
                             "generated": int(tokens["none"].numel())}))
     except BaseException as e:  # noqa: BLE001 - reported
         q.put((rank, f"{type(e).__name__}: {e}", traceback.format_exc()))
@@ -120,6 +148,10 @@ def run_ep(args, world: int) -> dict:
         row[f"{v}_tokens_per_s_median"] = statistics.median(row[f"{v}_tokens_per_s"])
         row[f"{v}_same_tokens"] = all(results[r]["same_tokens"][v] for r in results)
     row["fabric_over_gloo"] = row["fabric_tokens_per_s_median"] / row["gloo_tokens_per_s_median"]
+    # Per call inside the model (prefill and decode calls together): the median over ranks of
+    # each rank's median.
+    for key in results[0]["calls"]:
+        row[key] = statistics.median(results[r]["calls"][key] for r in results)
     return row
 
 
@@ -173,7 +205,9 @@ def main() -> int:
         print(f"EP {world}: tokens/s none {row['none_tokens_per_s_median']:.0f}, fabric "
               f"{row['fabric_tokens_per_s_median']:.0f}, gloo {row['gloo_tokens_per_s_median']:.0f} "
               f"(fabric/gloo {row['fabric_over_gloo']:.2f}); same tokens: fabric {row['fabric_same_tokens']}, "
-              f"gloo {row['gloo_same_tokens']}", flush=True)
+              f"gloo {row['gloo_same_tokens']}; per call p50 ms: fabric dispatch {row['fabric_dispatch_ms_p50']:.2f} "
+              f"combine {row['fabric_combine_ms_p50']:.2f}, gloo dispatch {row['gloo_dispatch_ms_p50']:.2f} "
+              f"combine {row['gloo_combine_ms_p50']:.2f}", flush=True)
     shape = {k: getattr(args, k) for k in ("hidden", "layers", "experts", "top_k", "moe_intermediate", "batch",
                                             "prompt", "new_tokens", "repeats")}
     if args.json:
