@@ -18,6 +18,7 @@ if [[ "${1:-}" != demo ]]; then
     python3-matplotlib
     python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest python3-pytest-timeout
     python3-pytest-xdist  # python.pytest runs two workers with it
+    python3-prometheus-client  # fabric_lib.metrics (docs/observability.md)
     # python/tests (torch tests, weights and moe; about 1 GB); pip for ml_dtypes below.
     python3-torch python3-pip
     # tools/netbed: namespaces, veth, tc (iproute2); its --loss rule (nftables).

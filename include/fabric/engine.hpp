@@ -18,6 +18,7 @@
 #include "fabric/imm_counter.hpp"
 #include "fabric/imm_reservation.hpp"
 #include "fabric/memory.hpp"
+#include "fabric/metrics.hpp"
 #include "fabric/net_addr.hpp"
 #include "fabric/post_timing.hpp"
 #include "fabric/requests.hpp"
@@ -139,6 +140,9 @@ struct EngineConfig {
   // few clock reads per request; for measurements, off by default. At most
   // max_post_timings records are kept until taken.
   bool record_post_timings = false;
+  // Count requests, bytes and latency for metrics() (docs/observability.md): two clock reads and
+  // a few relaxed atomic adds per request. Off: metrics() reports no request counts.
+  bool metrics = true;
   std::uint32_t max_post_timings = 1u << 20;
 };
 
@@ -169,6 +173,9 @@ class TransferEngine {
 
   [[nodiscard]] const NetAddr& main_address() const noexcept;
   [[nodiscard]] const EngineConfig& config() const noexcept;
+  // A snapshot of what this engine has done (fabric/metrics.hpp); any thread, takes no lock the
+  // data path takes. Counts only grow; in_flight and the registration gauges go both ways.
+  [[nodiscard]] EngineMetrics metrics() const;
   // Where this engine's threads run and why; workloads start theirs there too.
   [[nodiscard]] const ThreadCpus& thread_cpus() const noexcept;
   // Domains per group.

@@ -368,6 +368,9 @@ class Engine:
     def reserve_imms(self, count: int, owner: str) -> ImmReservation:
         """Reserves a block of `count` immediate values for `owner` (one block per owner name), at or above 2**20; the values below stay free for programs that pick their own. Workloads sharing the engine count only their own block's values."""
 
+    def metrics(self) -> dict[str, Any]:
+        """A snapshot of what the engine has done, as a dict: requests (per kind: ok, failed, bytes_ok), latency (buckets as (upper bound in s, cumulative count), count, sum_seconds; submit to completion), in_flight, registrations, registered_bytes, imms_received, messages_received, peers_fenced. fabric_lib.metrics exports it to Prometheus."""
+
     def fence_peer(self, peer: NetAddr) -> None:
         """Once it returns, no WRITE or SEND from `peer` lands here any more, not even one it posted before, and operations to it fail (docs/api.md, "Fencing a peer"). UnsupportedError where the provider cannot stop a peer's writes (shm)."""
 

@@ -20,6 +20,7 @@ namespace fabric::python {
 void bind_weights(pybind11::module_& m);  // weights.cpp
 void bind_counts(pybind11::module_& m);   // counts.cpp
 void bind_imm_reservation(pybind11::module_& m);  // imm_reservation.cpp
+void bind_metrics(pybind11::module_& m);          // metrics.cpp
 }
 
 namespace py = pybind11;
@@ -43,6 +44,7 @@ PYBIND11_MODULE(_native, m) {
   bind_weights(m);
   bind_counts(m);
   bind_imm_reservation(m);  // methods of Engine: after bind_engine
+  bind_metrics(m);
   m.def(
       "library_threads",
       [] {

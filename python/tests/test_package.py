@@ -19,9 +19,9 @@ def test_all_names_exist() -> None:
     for name in fl.__all__:
         assert hasattr(fl, name), name
     public = {n for n in dir(fl) if not n.startswith("_")}
-    # Exactly __all__, plus the workload subpackages (they need numpy or torch),
-    # which are attributes once another test imported them.
-    subpackages = {"weights", "moe", "kv", "vllm"}
+    # Exactly __all__, plus the workload subpackages (they need numpy or torch) and the metrics
+    # module (prometheus_client), which are attributes once another test imported them.
+    subpackages = {"weights", "moe", "kv", "vllm", "metrics"}
     assert public - subpackages == set(fl.__all__) - {"__version__"}
 
 

@@ -5,6 +5,7 @@
 namespace fabric::engine {
 
 void ImmTable::arrive(std::uint32_t imm, std::uint64_t n) {
+  arrivals_.fetch_add(n, std::memory_order_relaxed);
   std::lock_guard lock(mutex_);
   auto it = entries_.try_emplace(imm).first;
   Entry& e = it->second;

@@ -3,6 +3,7 @@
 // One per engine, shared by every group's worker (arrivals from any group's NICs count for the
 // same immediate) and by the API threads; a mutex orders them.
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -26,6 +27,10 @@ class ImmTable {
   // Pending expectations of `imm` are served first, in the order they were
   // made; what is left goes to its counter, or is held for later ones.
   void arrive(std::uint32_t imm, std::uint64_t n = 1);
+  // Every arrival counted so far, of any value (EngineMetrics::imms_received).
+  [[nodiscard]] std::uint64_t arrivals() const noexcept {
+    return arrivals_.load(std::memory_order_relaxed);
+  }
   void expect(std::uint32_t imm, std::uint64_t count, ImmCallback callback);
   // Moves unconsumed arrivals into the counter; later arrivals go there too.
   // Refused (invalid_argument) while an expectation of the imm is pending:
@@ -61,6 +66,7 @@ class ImmTable {
   Fire fire_;
   mutable std::mutex mutex_;
   std::unordered_map<std::uint32_t, Entry> entries_;
+  std::atomic<std::uint64_t> arrivals_{0};
 };
 
 }  // namespace fabric::engine

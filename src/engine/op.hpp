@@ -87,6 +87,7 @@ struct Op {
   bool in_pending = false;
   bool delivered = false;  // on_done already ran (timed out); waiting for the provider
   PostTiming timing;       // stamped only when record_post_timings is on
+  std::uint64_t submitted_ns = 0;  // when submit_* accepted it (EngineConfig::metrics), else 0
   std::chrono::steady_clock::time_point last_progress;
   Status error;
   OpPool* pool = nullptr;  // where the op goes back when it is done

@@ -55,6 +55,7 @@ void Receives::arrived(RecvSlot* slot, std::size_t length, const Status& status)
     post(slot);
     return;
   }
+  delivered_.fetch_add(1, std::memory_order_relaxed);
   callbacks_.post([this, slot, length] {
     slot->pool->on_recv(std::span<const std::byte>(slot->data, length));
     repost_(slot);

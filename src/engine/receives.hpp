@@ -3,6 +3,7 @@
 // to the callback thread without a copy when a SEND lands and posted again once the callback
 // returns. Worker-thread only, except that the callback thread asks for the re-post.
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -32,6 +33,10 @@ class Receives {
   void post(RecvSlot* slot);
   // Posts again what the provider refused (back-pressure) earlier.
   void retry_unposted();
+  // Messages handed to receive callbacks so far (EngineMetrics::messages_received).
+  [[nodiscard]] std::uint64_t delivered() const noexcept {
+    return delivered_.load(std::memory_order_relaxed);
+  }
   // stop(): nothing is posted any more.
   void stop_posting() noexcept { stopped_ = true; }
 
@@ -42,6 +47,7 @@ class Receives {
   std::vector<std::unique_ptr<RecvPool>> pools_;
   std::deque<RecvSlot*> unposted_;
   bool stopped_ = false;
+  std::atomic<std::uint64_t> delivered_{0};
 };
 
 }  // namespace fabric::engine

@@ -40,6 +40,7 @@ Result<Registered> Registrar::register_memory(void* ptr, std::size_t length, Dev
                    access);
   if (!desc) return desc.status();
   registrations_.push_back(reg);
+  publish_gauges();
   return Registered{MrHandle(reg), std::move(desc).value()};
 }
 
@@ -104,6 +105,14 @@ void Registrar::release_use(detail::Registration& reg) {
 void Registrar::close(detail::Registration& reg) {
   reg.regions.clear();
   std::erase_if(registrations_, [&](const auto& r) { return r.get() == &reg; });
+  publish_gauges();
+}
+
+void Registrar::publish_gauges() noexcept {
+  std::uint64_t bytes = 0;
+  for (const auto& r : registrations_) bytes += r->length;
+  live_.store(registrations_.size(), std::memory_order_relaxed);
+  live_bytes_.store(bytes, std::memory_order_relaxed);
 }
 
 void Registrar::close_all() {
@@ -117,6 +126,7 @@ void Registrar::close_all() {
     reg->regions.clear();
   }
   registrations_.clear();
+  publish_gauges();
 }
 
 }  // namespace fabric::engine

@@ -3,6 +3,7 @@
 // the GPU allocation cache, and deregistration that waits for the requests still using a region.
 // Worker-thread only.
 
+#include <atomic>
 #include <cstdint>
 #include <future>
 #include <map>
@@ -33,6 +34,12 @@ class Registrar {
   // stop(): every registration is closed and every waiting dereg_mr answered.
   void close_all();
 
+  // Live registrations and their bytes, for metrics() on any thread (the worker keeps them).
+  [[nodiscard]] std::uint64_t live() const noexcept { return live_.load(std::memory_order_relaxed); }
+  [[nodiscard]] std::uint64_t live_bytes() const noexcept {
+    return live_bytes_.load(std::memory_order_relaxed);
+  }
+
  private:
   void close(detail::Registration& reg);
   // The Domains' regions for device memory at ptr, registering its whole allocation unless it
@@ -41,7 +48,11 @@ class Registrar {
   device_regions(void* ptr, std::size_t length, Device device, Access access);
 
   DomainGroup& domains_;
+  void publish_gauges() noexcept;
+
   const std::uint32_t group_;
+  std::atomic<std::uint64_t> live_{0};
+  std::atomic<std::uint64_t> live_bytes_{0};
   std::vector<std::shared_ptr<detail::Registration>> registrations_;
   std::vector<std::pair<std::shared_ptr<detail::Registration>, std::promise<Status>>> deferred_;
   // GPU allocations registered so far, by (device, base, size, access): later tensors of the

@@ -13,6 +13,7 @@
 #include "engine/validate.hpp"
 #include "engine/abandoned.hpp"
 #include "engine/engine_shared.hpp"
+#include "engine/engine_metrics.hpp"
 #include "engine/group_plan.hpp"
 #include "engine/imm_space.hpp"
 #include "engine/worker.hpp"
@@ -57,6 +58,8 @@ struct TransferEngine::Impl {
   std::mutex stop_mutex;
   bool stopped = false;
 
+  // What metrics() reports beside the workers' request counts.
+  engine::EngineCounters counters;
   // Reserved immediate blocks (reserve_imms); shared so a reservation can outlive the engine.
   std::shared_ptr<detail::ImmSpace> imm_space = std::make_shared<detail::ImmSpace>();
 
@@ -120,6 +123,7 @@ struct TransferEngine::Impl {
   }
 
   Status enqueue(engine::Worker& worker, OpPtr op, std::uint64_t called, PostKind kind) {
+    op->submitted_ns = config.metrics ? (called != 0 ? called : engine::now_ns()) : 0;
     if (config.record_post_timings) {
       op->timing.kind = kind;
       op->timing.called = called;
@@ -272,6 +276,20 @@ Result<std::unique_ptr<TransferEngine>> TransferEngine::create(const EngineConfi
 const NetAddr& TransferEngine::main_address() const noexcept { return impl_->address; }
 const EngineConfig& TransferEngine::config() const noexcept { return impl_->config; }
 const ThreadCpus& TransferEngine::thread_cpus() const noexcept { return impl_->threads; }
+
+EngineMetrics TransferEngine::metrics() const {
+  EngineMetrics m;
+  for (const auto& w : impl_->workers) {
+    w->request_metrics().add_to(m);
+    m.messages_received += w->receives().delivered();
+    m.registrations += w->registrar().live();
+    m.registered_bytes += w->registrar().live_bytes();
+  }
+  impl_->counters.add_to(m);
+  m.imms_received = impl_->shared->imms.arrivals();
+  m.in_flight = outstanding_requests();
+  return m;
+}
 std::size_t TransferEngine::num_domains() const noexcept { return impl_->address.num_domains(); }
 std::size_t TransferEngine::num_groups() const noexcept { return impl_->group_info.size(); }
 const std::vector<DomainNic>& TransferEngine::domain_nics() const noexcept {
@@ -715,7 +733,10 @@ Status TransferEngine::fence_peer(const NetAddr& peer) {
   if (!entry.open()) return Impl::shut();
   if (auto st = engine::check_peer(peer, impl_->identity); !st.ok()) return st;
   // Every group of ours may hear from every group of the peer.
-  return impl_->on_every_group([&peer](engine::DomainGroup& g) { return g.fence_peer(peer); });
+  Status st =
+      impl_->on_every_group([&peer](engine::DomainGroup& g) { return g.fence_peer(peer); });
+  if (st.ok()) impl_->counters.peers_fenced.fetch_add(1, std::memory_order_relaxed);
+  return st;
 }
 
 Status TransferEngine::submit_scatter(const Scatter& request, OnDone on_done) {

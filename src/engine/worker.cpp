@@ -421,6 +421,7 @@ void Worker::on_tx_done(Op* op, std::size_t domain, Status status, Clock::time_p
 void Worker::deliver(Op* op) {
   if (op->delivered) return;
   op->delivered = true;
+  if (config_.metrics) request_metrics_.record(*op, now_ns());
   outstanding_.fetch_sub(1, std::memory_order_acq_rel);
   admission_.release();
   if (op->on_done.needs_callback_thread()) {

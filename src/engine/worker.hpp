@@ -20,6 +20,7 @@
 
 #include "backends/open_domains.hpp"
 #include "domain/domain.hpp"
+#include "engine/engine_metrics.hpp"
 #include "engine/admission.hpp"
 #include "engine/callback_thread.hpp"
 #include "engine/domain_group.hpp"
@@ -94,6 +95,8 @@ class Worker {
   DomainGroup& domains() noexcept { return domains_; }
   Registrar& registrar() noexcept { return registrar_; }
   Receives& receives() noexcept { return receives_; }
+  // This group's requests as reported (TransferEngine::metrics()).
+  [[nodiscard]] const RequestMetrics& request_metrics() const noexcept { return request_metrics_; }
 
   // --- any thread ---
   std::vector<PostTiming> take_post_timings();
@@ -194,6 +197,7 @@ class Worker {
   [[nodiscard]] std::chrono::steady_clock::time_point last_heard(const Op* op) const;
   Registrar registrar_;
   Receives receives_;
+  RequestMetrics request_metrics_;
   std::optional<SendStaging> staging_;
   std::deque<Op*> waiting_for_staging_;
   bool draining_ = false;

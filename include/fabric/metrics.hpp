@@ -1,0 +1,48 @@
+#pragma once
+// What an engine has done, for operators (TransferEngine::metrics(), docs/observability.md):
+// requests and bytes by kind and outcome, request latency, what is in flight, registrations,
+// immediates and messages received. Counted on the data path with relaxed atomic adds, no lock;
+// metrics() sums them on the caller's thread.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace fabric {
+
+// Request kinds, in PostKind's order (fabric/post_timing.hpp).
+inline constexpr std::size_t kRequestKinds = 8;
+// "send", "single_write", "paged_write", "imm", "scatter", "barrier", "single_read",
+// "paged_read": the `kind` label.
+[[nodiscard]] std::string_view request_kind_name(std::size_t kind) noexcept;
+
+struct RequestCounts {
+  std::uint64_t ok = 0;
+  std::uint64_t failed = 0;
+  std::uint64_t bytes_ok = 0;  // payload of the requests that completed ok
+};
+
+// Submit -> completion reported, all kinds: cumulative counts at upper bounds of 2^k µs,
+// k = 0..kLatencyBuckets-2 (1 µs .. about 4.2 s), then everything (Prometheus' +Inf).
+inline constexpr std::size_t kLatencyBuckets = 24;
+[[nodiscard]] double latency_bucket_bound_seconds(std::size_t bucket) noexcept;
+
+struct LatencyHistogram {
+  std::array<std::uint64_t, kLatencyBuckets> cumulative{};  // requests at or below each bound
+  std::uint64_t count = 0;
+  double sum_seconds = 0;
+};
+
+struct EngineMetrics {
+  std::array<RequestCounts, kRequestKinds> requests{};  // by kind
+  LatencyHistogram latency;
+  std::uint64_t in_flight = 0;           // accepted, not yet reported
+  std::uint64_t registrations = 0;       // live registrations (reg_mr minus dereg_mr)
+  std::uint64_t registered_bytes = 0;    // their bytes
+  std::uint64_t imms_received = 0;       // WRITE-with-imm arrivals counted
+  std::uint64_t messages_received = 0;   // SENDs delivered to receive callbacks
+  std::uint64_t peers_fenced = 0;        // fence_peer calls that succeeded
+};
+
+}  // namespace fabric

@@ -1,0 +1,190 @@
+"""Engine metrics for Prometheus (docs/observability.md).
+
+``register(engine)`` adds an engine to a collector on prometheus_client's default registry, so
+an existing ``/metrics`` endpoint (vLLM's API server, a Ray dashboard agent, your own) shows it;
+``start_http_server(port)`` serves one for programs without. Each scrape reads
+``Engine.metrics()``, a lock-free snapshot, so nothing is counted twice in Python.
+
+Families (label ``engine`` is the engine's instance id, one value per engine of the process):
+
+- ``fabric_requests_total{kind, outcome}``: requests reported, ``outcome`` ok or failed;
+- ``fabric_bytes_total{kind}``: payload of the requests that completed ok;
+- ``fabric_request_latency_seconds``: submit to completion, all kinds (histogram);
+- ``fabric_in_flight_requests``, ``fabric_registrations``, ``fabric_registered_bytes`` (gauges);
+- ``fabric_imms_received_total``, ``fabric_messages_received_total``,
+  ``fabric_peers_fenced_total``.
+"""
+
+from __future__ import annotations
+
+import errno
+import threading
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import REGISTRY, CollectorRegistry, make_wsgi_app
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+
+from ._native import Engine, InvalidArgumentError, ShutdownError
+
+__all__ = ["EngineCollector", "MetricsServer", "register", "start_http_server", "unregister"]
+
+
+class EngineCollector(Collector):
+    """Reads every registered engine's metrics() at each scrape. Stopped or collected engines
+    drop out by themselves (weak references), so registering never keeps an engine alive."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._engines: weakref.WeakValueDictionary[str, Engine] = weakref.WeakValueDictionary()
+
+    def add(self, engine: Engine, name: str) -> None:
+        with self._lock:
+            self._engines[name] = engine
+
+    def remove(self, name: str) -> None:
+        with self._lock:
+            self._engines.pop(name, None)
+
+    def _snapshots(self) -> list[tuple[str, dict[str, Any]]]:
+        with self._lock:
+            engines = list(self._engines.items())
+        out = []
+        for name, engine in engines:
+            try:
+                out.append((name, engine.metrics()))
+            except ShutdownError:
+                continue  # stopped between the scrape and now: nothing to report
+        return out
+
+    def collect(self) -> Iterator[Any]:
+        snapshots = self._snapshots()
+        requests = CounterMetricFamily(
+            "fabric_requests", "Requests reported to their caller", labels=["engine", "kind", "outcome"]
+        )
+        payload = CounterMetricFamily(
+            "fabric_bytes", "Payload of the requests that completed ok", labels=["engine", "kind"]
+        )
+        latency = HistogramMetricFamily(
+            "fabric_request_latency_seconds",
+            "Submit to completion reported, every kind",
+            labels=["engine"],
+        )
+        gauges = {
+            "in_flight": GaugeMetricFamily(
+                "fabric_in_flight_requests", "Requests accepted and not yet reported", labels=["engine"]
+            ),
+            "registrations": GaugeMetricFamily(
+                "fabric_registrations", "Live memory registrations", labels=["engine"]
+            ),
+            "registered_bytes": GaugeMetricFamily(
+                "fabric_registered_bytes", "Bytes of the live registrations", labels=["engine"]
+            ),
+        }
+        counters = {
+            "imms_received": CounterMetricFamily(
+                "fabric_imms_received", "WRITE-with-immediate arrivals counted", labels=["engine"]
+            ),
+            "messages_received": CounterMetricFamily(
+                "fabric_messages_received", "Messages handed to receive callbacks", labels=["engine"]
+            ),
+            "peers_fenced": CounterMetricFamily(
+                "fabric_peers_fenced", "Peers fenced (fence_peer)", labels=["engine"]
+            ),
+        }
+        for name, m in snapshots:
+            for kind, c in m["requests"].items():
+                requests.add_metric([name, kind, "ok"], c["ok"])
+                requests.add_metric([name, kind, "failed"], c["failed"])
+                payload.add_metric([name, kind], c["bytes_ok"])
+            lat = m["latency"]
+            buckets = [(_bound(b), n) for b, n in lat["buckets"]]
+            latency.add_metric([name], buckets, sum_value=lat["sum_seconds"])
+            for key, family in gauges.items():
+                family.add_metric([name], m[key])
+            for key, family in counters.items():
+                family.add_metric([name], m[key])
+        yield requests
+        yield payload
+        yield latency
+        yield from gauges.values()
+        yield from counters.values()
+
+
+def _bound(seconds: float) -> str:
+    return "+Inf" if seconds == float("inf") else repr(seconds)
+
+
+_collector_lock = threading.Lock()
+_collectors: dict[int, EngineCollector] = {}  # id(registry) -> its collector
+
+
+def _collector_for(registry: CollectorRegistry) -> EngineCollector:
+    with _collector_lock:
+        collector = _collectors.get(id(registry))
+        if collector is None:
+            collector = _collectors[id(registry)] = EngineCollector()
+            registry.register(collector)
+        return collector
+
+
+def register(engine: Engine, name: str | None = None, registry: CollectorRegistry = REGISTRY) -> str:
+    """Exports `engine`'s metrics on `registry` under label engine=`name` (default: its
+    instance id in hex). Returns the name. Registering the same name again replaces it."""
+    label = name if name is not None else f"{engine.main_address.instance_id:016x}"
+    _collector_for(registry).add(engine, label)
+    return label
+
+
+def unregister(name: str, registry: CollectorRegistry = REGISTRY) -> None:
+    """Stops exporting the engine registered under `name`."""
+    _collector_for(registry).remove(name)
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the stdlib's name)
+        return  # one line per scrape on stderr helps nobody
+
+
+class MetricsServer:
+    """A /metrics endpoint on a daemon thread (start_http_server); close() stops it."""
+
+    def __init__(self, httpd: WSGIServer) -> None:
+        self._httpd = httpd
+        self._thread = threading.Thread(target=httpd.serve_forever, name="fabric-metrics", daemon=True)
+        self._thread.start()
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (the one the kernel chose when asked for 0)."""
+        return int(self._httpd.server_address[1])
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(10)
+
+    def __enter__(self) -> MetricsServer:
+        return self
+
+    def __exit__(self, *args: object) -> None:
+        self.close()
+
+
+def start_http_server(
+    port: int, addr: str = "127.0.0.1", registry: CollectorRegistry = REGISTRY
+) -> MetricsServer:
+    """Serves `registry` (with every registered engine) at http://addr:port/metrics, for programs
+    without a /metrics endpoint; loopback unless told otherwise, port 0 for any free one. Raises
+    InvalidArgumentError naming the port when it is in use."""
+    try:
+        httpd = make_server(addr, port, make_wsgi_app(registry), handler_class=_QuietHandler)
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise InvalidArgumentError(f"metrics port {addr}:{port} is in use") from e
+        raise
+    return MetricsServer(httpd)

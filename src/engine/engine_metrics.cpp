@@ -1,0 +1,113 @@
+#include "engine/engine_metrics.hpp"
+
+#include <bit>
+#include <limits>
+
+#include "engine/op.hpp"
+
+namespace fabric {
+
+std::string_view request_kind_name(std::size_t kind) noexcept {
+  static constexpr std::string_view kNames[kRequestKinds] = {
+      "send", "single_write", "paged_write", "imm", "scatter", "barrier", "single_read",
+      "paged_read"};
+  return kind < kRequestKinds ? kNames[kind] : "?";
+}
+
+double latency_bucket_bound_seconds(std::size_t bucket) noexcept {
+  if (bucket + 1 >= kLatencyBuckets) return std::numeric_limits<double>::infinity();
+  return static_cast<double>(std::uint64_t{1} << bucket) * 1e-6;
+}
+
+namespace engine {
+
+namespace {
+
+// OpKind -> the PostKind index that names it.
+std::size_t kind_index(OpKind kind) noexcept {
+  switch (kind) {
+    case OpKind::send: return 0;
+    case OpKind::single: return 1;
+    case OpKind::paged: return 2;
+    case OpKind::imm: return 3;
+    case OpKind::scatter: return 4;
+    case OpKind::barrier: return 5;
+    case OpKind::single_read: return 6;
+    case OpKind::paged_read: return 7;
+  }
+  return 0;
+}
+
+// The first bucket whose bound (2^k µs) holds `ns`.
+std::size_t bucket_of(std::uint64_t ns) noexcept {
+  const std::uint64_t us = (ns + 999) / 1000;
+  const std::size_t k = us <= 1 ? 0 : static_cast<std::size_t>(std::bit_width(us - 1));
+  return k < kLatencyBuckets - 1 ? k : kLatencyBuckets - 1;
+}
+
+constexpr auto kRelaxed = std::memory_order_relaxed;
+
+}  // namespace
+
+std::uint64_t payload_bytes(const Op& op) noexcept {
+  switch (op.kind) {
+    case OpKind::single:
+    case OpKind::single_read: {
+      std::uint64_t n = 0;
+      for (const WritePiece& p : op.single.pieces) n += p.length;
+      return n;
+    }
+    case OpKind::paged:
+    case OpKind::paged_read:
+      return op.paged.page_length * op.paged.src.indices.size();
+    case OpKind::scatter: {
+      std::uint64_t n = 0;
+      for (const ScatterPiece& p : op.scatter.pieces) n += p.length;
+      return n;
+    }
+    case OpKind::send:
+      return op.send.message.size();
+    case OpKind::imm:
+    case OpKind::barrier:
+      return 0;
+  }
+  return 0;
+}
+
+void RequestMetrics::record(const Op& op, std::uint64_t now_ns) noexcept {
+  Kind& k = kinds_[kind_index(op.kind)];
+  if (op.failed()) {
+    k.failed.fetch_add(1, kRelaxed);
+  } else {
+    k.ok.fetch_add(1, kRelaxed);
+    k.bytes_ok.fetch_add(payload_bytes(op), kRelaxed);
+  }
+  if (op.submitted_ns != 0 && now_ns >= op.submitted_ns) {
+    const std::uint64_t took = now_ns - op.submitted_ns;
+    buckets_[bucket_of(took)].fetch_add(1, kRelaxed);
+    latency_ns_.fetch_add(took, kRelaxed);
+  }
+}
+
+void RequestMetrics::add_to(EngineMetrics& out) const noexcept {
+  for (std::size_t i = 0; i < kRequestKinds; ++i) {
+    out.requests[i].ok += kinds_[i].ok.load(kRelaxed);
+    out.requests[i].failed += kinds_[i].failed.load(kRelaxed);
+    out.requests[i].bytes_ok += kinds_[i].bytes_ok.load(kRelaxed);
+  }
+  std::uint64_t running = 0;
+  for (std::size_t b = 0; b < kLatencyBuckets; ++b) {
+    running += buckets_[b].load(kRelaxed);
+    out.latency.cumulative[b] += running;
+  }
+  // The count is the last cumulative bucket, so a snapshot's +Inf always equals it.
+  out.latency.count += running;
+  out.latency.sum_seconds += static_cast<double>(latency_ns_.load(kRelaxed)) * 1e-9;
+}
+
+void EngineCounters::add_to(EngineMetrics& out) const noexcept {
+  out.peers_fenced += peers_fenced.load(kRelaxed);
+}
+
+}  // namespace engine
+}  // namespace fabric
