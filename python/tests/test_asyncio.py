@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -66,53 +67,55 @@ def test_awaiting_a_failed_transfer_raises_its_fabric_error() -> None:
         asyncio.run(main())
 
 
-def test_a_transfer_done_before_it_is_awaited_resolves_and_can_be_awaited_twice() -> None:
+@pytest.fixture
+def tcp_slot() -> Iterator[tuple[fl.Engine, fl.MrHandle, fl.MrDesc, np.ndarray, np.ndarray]]:
+    """Two tcp engines and one registered slot each: (writer, source, destination desc, src, dst)."""
     tx, rx = _pair("tcp")
     with tx, rx:
         src = np.arange(SLOT, dtype=np.uint8)
         dst = np.zeros_like(src)
         src_h, _ = tx.reg_mr(src)
         _, dst_d = rx.reg_mr(dst)
-        t = tx.single_write(src_h, dst_d, SLOT)
-        t.wait(60)
-
-        async def main() -> None:
-            await asyncio.wait_for(_await(t), 60)
-            await asyncio.wait_for(_await(t), 60)
-
-        asyncio.run(main())
-        assert np.array_equal(dst, src)
+        yield tx, src_h, dst_d, src, dst
 
 
-def test_a_pending_transfer_awaited_on_a_second_loop_is_refused() -> None:
-    tx, rx = _pair("tcp")
-    with tx, rx:
-        src = np.arange(SLOT, dtype=np.uint8)
-        dst = np.zeros_like(src)
-        src_h, _ = tx.reg_mr(src)
-        _, dst_d = rx.reg_mr(dst)
-        # The flag completes only after the callback returns: held until the end of the test.
-        release = threading.Event()
-        t = tx.single_write(src_h, dst_d, SLOT, callback=lambda _err: release.wait(60))
+def test_a_transfer_done_before_it_is_awaited_resolves_and_can_be_awaited_twice(tcp_slot) -> None:
+    tx, src_h, dst_d, src, dst = tcp_slot
+    t = tx.single_write(src_h, dst_d, SLOT)
+    t.wait(60)
 
-        first = asyncio.new_event_loop()
-        try:
+    async def main() -> None:
+        await asyncio.wait_for(_await(t), 60)
+        await asyncio.wait_for(_await(t), 60)
 
-            async def watch() -> asyncio.Future[None]:
-                return fl._aio.future_of(t)
+    asyncio.run(main())
+    assert np.array_equal(dst, src)
 
-            pending = first.run_until_complete(watch())
-            assert not t.done()
 
-            async def second() -> None:
-                with pytest.raises(RuntimeError, match="another event loop"):
-                    await t
+def test_a_pending_transfer_awaited_on_a_second_loop_is_refused(tcp_slot) -> None:
+    tx, src_h, dst_d, _, _ = tcp_slot
+    # The flag completes only after the callback returns: held until the end of the test.
+    release = threading.Event()
+    t = tx.single_write(src_h, dst_d, SLOT, callback=lambda _err: release.wait(60))
 
-            asyncio.run(second())
-            release.set()
-            first.run_until_complete(asyncio.wait_for(pending, 60))
-        finally:
-            release.set()
-            first.close()
-        # Once done, it may be awaited anywhere.
-        asyncio.run(asyncio.wait_for(_await(t), 60))
+    first = asyncio.new_event_loop()
+    try:
+
+        async def watch() -> asyncio.Future[None]:
+            return fl._aio.future_of(t)
+
+        pending = first.run_until_complete(watch())
+        assert not t.done()
+
+        async def second() -> None:
+            with pytest.raises(RuntimeError, match="another event loop"):
+                await t
+
+        asyncio.run(second())
+        release.set()
+        first.run_until_complete(asyncio.wait_for(pending, 60))
+    finally:
+        release.set()
+        first.close()
+    # Once done, it may be awaited anywhere.
+    asyncio.run(asyncio.wait_for(_await(t), 60))
