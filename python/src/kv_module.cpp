@@ -170,6 +170,10 @@ class PyReceiver {
     return take(
         released([&] { return rx.request(id, std::move(pages), tokens, sources, t, src_first); }));
   }
+  void decline(const std::string& id, std::vector<std::uint32_t> sources) {
+    Receiver& rx = live();
+    check(released([&] { return rx.decline(id, sources); }));
+  }
   void cancel(const std::string& id) {
     Receiver& rx = live();
     check(released([&] { return rx.cancel(id); }));
@@ -321,6 +325,7 @@ PYBIND11_MODULE(_kv, m) {
       .def("request", &PyReceiver::request, py::arg("id"), py::arg("pages"),
            py::arg("num_tokens"), py::arg("sources"), py::arg("tail") = py::none(),
            py::arg("src_first") = 0)
+      .def("decline", &PyReceiver::decline, py::arg("id"), py::arg("sources"))
       .def("cancel", &PyReceiver::cancel)
       .def("poll", &PyReceiver::poll)
       .def("wait", &PyReceiver::wait, py::arg("id"), py::arg("timeout"))

@@ -183,3 +183,44 @@ def test_pages_added_chunk_by_chunk(pair):
             np.testing.assert_array_equal(dst[layer][dst_page], src[layer][src_page])
         assert not dst[layer][2].any()
     receiver.release("c")
+
+
+def wait_state(endpoint, wire_id: str, timeout_s: float = 10.0) -> str:
+    deadline = threading.Event()
+    for _ in range(int(timeout_s / 0.02)):
+        state, _ = endpoint.poll(wire_id)
+        if state in fkv.TERMINAL:
+            return state
+        deadline.wait(0.02)
+    return endpoint.poll(wire_id)[0]
+
+
+def test_declined_request_ends_done_at_once(pair):
+    # A decoder whose prefix cache holds the whole prompt will not ask: the prefiller stops
+    # holding the request for it (instead of failing it after receiver_timeout).
+    sender, receiver, _, _ = pair
+    source = receiver.connect(sender.address, 10.0)
+    sender.prepare("held", [0, 1], 2)
+    receiver.decline("held", [source])
+    assert wait_state(sender, "held") == "done"
+    sender.release("held")
+    receiver.decline("early", [source])  # before the prefiller prepared it
+    sender.prepare("early", [2, 3], 2)
+    assert wait_state(sender, "early") == "done"
+    sender.release("early")
+    with pytest.raises(fl.NotFoundError):
+        receiver.decline("x", [9])
+
+
+def test_decline_after_asking_does_not_end_the_transfer(pair):
+    sender, receiver, src, dst = pair
+    source = receiver.connect(sender.address, 10.0)
+    sender.prepare("both", [4, 5], 2)
+    receiver.request("both", [6, 7], 2, [source])
+    receiver.decline("both", [source])  # this decoder asked: its transfer still runs
+    for layer in range(LAYERS):
+        sender.layer_done("both", layer)
+    state, error = receiver.wait("both", 30.0)
+    assert state == "done", error
+    np.testing.assert_array_equal(dst[0][6], src[0][4])
+    assert wait_state(sender, "both") == "done"

@@ -18,6 +18,7 @@ enum class Type : std::uint8_t {
   cancel = 7,
   cancel_ack = 8,
   heartbeat = 9,
+  decline = 10,
 };
 
 constexpr std::size_t kMaxBases = 1u << 16;
@@ -137,6 +138,7 @@ struct Encoder {
   }
   void operator()(const Cancel& m) { id_only(Type::cancel, m.id); }
   void operator()(const CancelAck& m) { id_only(Type::cancel_ack, m.id); }
+  void operator()(const Decline& m) { id_only(Type::decline, m.id); }
   void operator()(const Heartbeat&) { w.put<std::uint8_t>(static_cast<std::uint8_t>(Type::heartbeat)); }
   void id_only(Type t, const std::string& id) {
     w.put<std::uint8_t>(static_cast<std::uint8_t>(t));
@@ -219,6 +221,11 @@ Result<Body> decode_body(Type type, wire::Reader& r) {
       return Body{CancelAck{r.get_string(kMaxIdBytes)}};
     case Type::heartbeat:
       return Body{Heartbeat{}};
+    case Type::decline: {
+      Decline d{r.get_string(kMaxIdBytes)};
+      if (d.id.empty()) return Status(Errc::malformed, "KV decline: empty request id");
+      return Body{std::move(d)};
+    }
   }
   return Status(Errc::malformed, fmt::format("KV message: unknown type {}",
                                              static_cast<int>(type)));

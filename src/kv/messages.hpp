@@ -18,7 +18,7 @@
 
 namespace fabric::kv::msg {
 
-// 2: REQUEST carries src_first (a decoder that holds a prefix asks for the rest only).
+// 2: REQUEST carries src_first (a decoder that holds a prefix asks for the rest only); DECLINE.
 inline constexpr std::uint8_t kVersion = 2;
 inline constexpr std::size_t kMaxIdBytes = 256;
 inline constexpr std::size_t kMaxTextBytes = 1024;
@@ -71,10 +71,15 @@ struct Cancel {
 struct CancelAck {
   std::string id;
 };
+// Receiver -> sender: this decoder will not ask for the request (it holds the KV already); the
+// sender stops waiting for it, as if its transfer had completed with nothing to write.
+struct Decline {
+  std::string id;
+};
 struct Heartbeat {};
 
 using Body = std::variant<Hello, HelloAck, Request, Accept, Reject, SenderDone, Cancel, CancelAck,
-                          Heartbeat>;
+                          Heartbeat, Decline>;
 
 struct Message {
   std::uint64_t from_instance = 0;

@@ -552,6 +552,30 @@ Result<std::uint64_t> Receiver::request(std::string id, std::vector<std::uint32_
   return total;
 }
 
+Status Receiver::decline(std::string_view id, std::span<const std::uint32_t> source_list) {
+  auto& im = *impl_;
+  if (id.empty() || id.size() > msg::kMaxIdBytes) {
+    return Status(Errc::invalid_argument, "KV receiver: request ids are 1-256 bytes");
+  }
+  std::vector<NetAddr> to;
+  {
+    std::lock_guard lock(im.mutex);
+    for (std::uint32_t s : source_list) {
+      if (s >= im.sources.size() || !im.sources[s].acked) {
+        return Status(Errc::not_found, fmt::format("KV receiver: source {} is not connected", s));
+      }
+      if (!im.sources[s].alive) {
+        return Status(Errc::invalid_argument, fmt::format("KV receiver: source {} is dead", s));
+      }
+      to.push_back(im.sources[s].addr);
+    }
+  }
+  for (const NetAddr& addr : to) {
+    if (auto st = im.link.send(addr, msg::Decline{std::string(id)}); !st.ok()) return st;
+  }
+  return Status::success();
+}
+
 Status Receiver::cancel(std::string_view id) {
   auto& im = *impl_;
   Impl::Actions a;

@@ -63,6 +63,7 @@ struct Sender::Impl : std::enable_shared_from_this<Sender::Impl> {
     Clock::time_point deadline;
     bool local_cancel = false;
     bool missing_failed = false;
+    std::uint32_t declined = 0;  // decoders that said they will not ask (DECLINE)
   };
   struct Early {
     std::uint64_t peer = 0;
@@ -89,6 +90,9 @@ struct Sender::Impl : std::enable_shared_from_this<Sender::Impl> {
   std::unordered_map<std::uint64_t, Peer> peers;
   std::unordered_map<std::string, Entry> entries;
   std::unordered_map<std::string, std::vector<Early>> early;
+  // DECLINEs for requests not prepared yet: (decoder, expiry) per id.
+  std::unordered_map<std::string, std::vector<std::pair<std::uint64_t, Clock::time_point>>>
+      early_declines;
 
   // ---------------------------------------------------------------- helpers (under mutex)
 
@@ -245,7 +249,7 @@ struct Sender::Impl : std::enable_shared_from_this<Sender::Impl> {
 
   void check_entry(Actions& a, const std::string& id, Entry& e) {
     if (is_terminal(e.status.state)) return;
-    const bool all_here = e.transfers.size() >= e.receivers;
+    const bool all_here = e.transfers.size() + e.declined >= e.receivers;
     if (!all_here && !e.local_cancel && !e.missing_failed) return;
     for (const auto& t : e.transfers) {
       if (!t->ended) return;
@@ -270,7 +274,8 @@ struct Sender::Impl : std::enable_shared_from_this<Sender::Impl> {
   }
 
   void accept(Actions& a, const std::string& id, Entry& e, std::uint64_t peer, msg::Request q) {
-    if (is_terminal(e.status.state) || e.local_cancel || e.transfers.size() >= e.receivers) {
+    if (is_terminal(e.status.state) || e.local_cancel ||
+        e.transfers.size() + e.declined >= e.receivers) {
       reply(a, peer, msg::Reject{id, Status(Errc::invalid_argument,
                                             fmt::format("request {} is not open for another "
                                                         "decoder here",
@@ -353,6 +358,24 @@ struct Sender::Impl : std::enable_shared_from_this<Sender::Impl> {
     }
     reply(a, from, msg::CancelAck{c.id});  // nothing of it was posted
   }
+  void handle(Actions& a, std::uint64_t from, msg::Decline& d) {
+    auto e = entries.find(d.id);
+    if (e == entries.end()) {
+      early_declines[d.id].emplace_back(from, Clock::now() + config.receiver_timeout);
+      return;
+    }
+    decline(a, d.id, e->second, from);
+  }
+  // A decoder that will not ask: one receiver fewer to wait for. A decoder that asked already
+  // is not declining (its transfer runs or ended); nor is a second DECLINE from one decoder.
+  void decline(Actions& a, const std::string& id, Entry& e, std::uint64_t from) {
+    for (const auto& t : e.transfers) {
+      if (t->peer == from) return;
+    }
+    if (is_terminal(e.status.state) || e.transfers.size() + e.declined >= e.receivers) return;
+    ++e.declined;
+    check_entry(a, id, e);
+  }
   void handle(Actions&, std::uint64_t, msg::Heartbeat&) {}
   template <typename T>
   void handle(Actions&, std::uint64_t, T&) {}  // not for a sender
@@ -402,9 +425,13 @@ struct Sender::Impl : std::enable_shared_from_this<Sender::Impl> {
         });
         it = it->second.empty() ? early.erase(it) : std::next(it);
       }
+      for (auto it = early_declines.begin(); it != early_declines.end();) {
+        std::erase_if(it->second, [&](const auto& x) { return now >= x.second; });
+        it = it->second.empty() ? early_declines.erase(it) : std::next(it);
+      }
       for (auto& [id, e] : entries) {
         if (!is_terminal(e.status.state) && !e.missing_failed && now > e.deadline &&
-            e.transfers.size() < e.receivers) {
+            e.transfers.size() + e.declined < e.receivers) {
           e.missing_failed = true;
           check_entry(a, id, e);
         }
@@ -536,6 +563,11 @@ Status Sender::prepare(std::string id, std::vector<std::uint32_t> pages, std::ui
       auto waiting = std::move(ea->second);
       im.early.erase(ea);
       for (auto& x : waiting) im.accept(a, id, e, x.peer, std::move(x.req));
+    }
+    if (auto ed = im.early_declines.find(id); ed != im.early_declines.end()) {
+      auto declines = std::move(ed->second);
+      im.early_declines.erase(ed);
+      for (const auto& [peer, expires] : declines) im.decline(a, id, e, peer);
     }
   }
   im.run(std::move(a));

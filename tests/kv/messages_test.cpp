@@ -36,7 +36,7 @@ std::vector<Body> samples() {
   q.pages = {5, 1, 7};
   return {Hello{addr(), layout(), {desc(), desc()}}, HelloAck{addr(), layout()}, q,
           Accept{"a"}, Reject{"r", Status(Errc::out_of_range, "page 9")},
-          SenderDone{"d", Status::success()}, Cancel{"c"}, CancelAck{"c"}, Heartbeat{}};
+          SenderDone{"d", Status::success()}, Cancel{"c"}, CancelAck{"c"}, Heartbeat{}, Decline{"x"}};
 }
 
 TEST(KvMessages, RoundTrip) {

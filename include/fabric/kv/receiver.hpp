@@ -72,6 +72,10 @@ class Receiver {
                                 std::uint32_t num_tokens, std::span<const std::uint32_t> sources,
                                 std::optional<Tail> tail = std::nullopt,
                                 std::uint32_t src_first = 0);
+  // Tells `sources` this receiver will not ask for request `id` (it holds that KV already, e.g.
+  // in its prefix cache), so they stop holding it for this receiver: a prepared request no
+  // receiver wants ends done at once instead of failing after receiver_timeout. No local state.
+  Status decline(std::string_view id, std::span<const std::uint32_t> sources);
   // Ends the request; it turns cancelled once no write of it can land (the senders
   // acknowledged, or were fenced, or, where fencing is impossible, after the quarantine).
   Status cancel(std::string_view id);

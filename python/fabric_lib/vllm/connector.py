@@ -138,6 +138,8 @@ class FabricConnectorMetadata(KVConnectorMetadata):
     cancels: list[str] = field(default_factory=list)  # producer: wire ids to stop sending
     loads: list[_Transfer] = field(default_factory=list)  # consumer: request these this step
     unloads: list[str] = field(default_factory=list)  # consumer: req_ids finished while loading
+    # consumer: (wire id, producer address) of requests it will not ask for (prefix cache hit)
+    declines: list[tuple[str, bytes | None]] = field(default_factory=list)
 
 
 @dataclass
@@ -188,6 +190,7 @@ class FabricConnector(KVConnectorBase_V1):
         self._loading: dict[str, list[int]] = {}  # consumer: req_id -> blocks being loaded
         self._no_external: set[str] = set()  # consumer: loads failed, recompute locally once
         self._unloads: list[str] = []  # consumer: aborted while loading, in the next metadata
+        self._declines: list[tuple[str, bytes | None]] = []  # consumer: for the next metadata
         self._producer_address: str | None = None  # producer: its worker's, from the handshake
         # Worker side.
         self._sender: fkv.Sender | None = None
@@ -206,7 +209,7 @@ class FabricConnector(KVConnectorBase_V1):
         # Worker-side counts since start (tests read them; docs/vllm.md).
         self.counts: dict[str, int] = dict.fromkeys(
             ("loads", "load_blocks", "offset_loads", "load_failures", "sends", "send_failures",
-             "early_chunks"), 0)
+             "early_chunks", "declines", "sends_done"), 0)
 
     # ------------------------------------------------------------------ scheduler side
 
@@ -239,10 +242,10 @@ class FabricConnector(KVConnectorBase_V1):
         # prefix cache holds (num_computed_tokens, block-aligned); computing the last one here
         # gives the first token's logits.
         n = len(request.prompt_token_ids or []) - 1 - num_computed_tokens
-        if n <= 0:
-            return 0, False
+        # Marks the request's admission for update_state_after_alloc (which vLLM calls again,
+        # with no external tokens, when a loaded request is scheduled to compute).
         self._local_hit[request.request_id] = num_computed_tokens
-        return n, True
+        return (n, True) if n > 0 else (0, False)
 
     def update_state_after_alloc(
         self, request: Request, blocks: KVCacheBlocks, num_external_tokens: int
@@ -258,13 +261,21 @@ class FabricConnector(KVConnectorBase_V1):
                 total = _blocks(prompt - 1, self._block_size)  # the consumer asks for prompt - 1
                 self._streams[request.request_id] = _Stream(request, wid, total)
             return
-        local = self._local_hit.pop(request.request_id, 0)
-        if num_external_tokens <= 0:
+        local = self._local_hit.pop(request.request_id, None)
+        if local is None:  # not its admission (or no transfer asked): nothing to do
             return
         parsed = self._params(request)
         if parsed is None:  # get_num_new_matched_tokens claimed nothing for it either
             return
         wid, address = parsed
+        if num_external_tokens <= 0:
+            # The local prefix cache covers the prompt: tell the producer, which would otherwise
+            # hold the request's blocks for receiver_timeout_ms (not for a failed load being
+            # recomputed, nor a 1-token prompt, which the producer never offers).
+            if (request.request_id not in self._no_external
+                    and len(request.prompt_token_ids or []) > 1):
+                self._declines.append((wid, address))
+            return
         # The blocks past the local hit are this request's own, newly allocated: the load writes
         # only those, never a cached block another request may share.
         first = local // self._block_size
@@ -282,6 +293,7 @@ class FabricConnector(KVConnectorBase_V1):
         if not self._producer:
             meta.loads, self._pending = self._pending, []
             meta.unloads, self._unloads = self._unloads, []
+            meta.declines, self._declines = self._declines, []
             return meta
         meta.cancels, self._cancels = self._cancels, []
         for req_id in scheduler_output.preempted_req_ids or ():
@@ -451,6 +463,17 @@ class FabricConnector(KVConnectorBase_V1):
                 self._ask(t)
             for req_id in meta.unloads:
                 self._stop_load(req_id, "the request finished before its KV arrived")
+            for wid, address in meta.declines:
+                self._decline(wid, address)
+
+    def _decline(self, wid: str, address: bytes | None) -> None:
+        """Best effort: a producer that misses it holds the request until receiver_timeout_ms."""
+        assert self._receiver is not None and self._source is not None
+        try:
+            self._receiver.decline(wid, [self._source.get(address)])
+            self.counts["declines"] += 1
+        except Exception as e:  # noqa: BLE001
+            logger.info("FabricConnector: could not decline %s: %s", wid, e)
 
     def _stop_load(self, req_id: str, why: str) -> None:
         """Cancels a load; it is reported (failed) once no write of it can land any more."""
@@ -582,7 +605,9 @@ class FabricConnector(KVConnectorBase_V1):
                     state, error = "failed", str(e)
                 if state not in fkv.TERMINAL:
                     continue
-                if state != "done":
+                if state == "done":
+                    self.counts["sends_done"] += 1
+                else:
                     logger.warning("FabricConnector: sending %s %s: %s", wid, state, error)
                     self.counts["send_failures"] += 1
                     # "N of M decoders asked ... in time": no consumer claimed it.

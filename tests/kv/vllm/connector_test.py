@@ -346,12 +346,21 @@ class Run:
         self.need(counts["offset_loads"] >= len(second),
                   f"shared-2: {counts['offset_loads']} loads past a local prefix hit")
         self.need(counts["load_failures"] == 0, "shared-2: a load failed")
+        # The one prompt its prefix cache covers whole (96 + 1 tokens) is declined, so the
+        # producer ends its send at once instead of after receiver_timeout_ms.
+        self.need(counts["declines"] == 1, f"shared-2: {counts['declines']} declines")
+        sends_before = self.producer.counts["sends"]
 
         chunked = [tokens(rng, n) for n in (150, 190, 120, 170)] + [tokens(rng, 700)]
         batch = [(f"c-{i}", p, False) for i, p in enumerate(chunked)]
         got = self.transfer("chunked", {F: batch})
         counts = got[F][1]
         self.need(counts["loads"] == len(batch), f"chunked: {counts['loads']} loads")
+        # Every send of the rounds before has ended done by now, the declined one included.
+        done = got[self.producer][1]
+        self.need(self.producer.counts["sends_done"] >= sends_before,
+                  f"chunked: {self.producer.counts['sends_done']} of {sends_before} earlier "
+                  f"sends done ({done})")
         # Blocks of earlier chunks went during their own steps, not with the last chunk.
         self.need(got[self.producer][1]["early_chunks"] > 0, "chunked: no block sent early")
 
