@@ -592,7 +592,8 @@ class FabricConnector(KVConnectorBase_V1):
     def _finished_sends(self, finished_req_ids: set[str]) -> set[str]:
         assert self._sender is not None
         done: set[str] = set()
-        self._finished_seen |= finished_req_ids
+        # Only ids with a send: vLLM reports every finished request, most without one.
+        self._finished_seen |= finished_req_ids & self._saves.keys()
         for req_id in list(self._saves):
             if req_id not in self._finished_seen:
                 continue
