@@ -23,6 +23,9 @@ struct Receiver::Impl : std::enable_shared_from_this<Receiver::Impl> {
     Clock::time_point last_seen;
     bool alive = true;
     bool fencing = false;
+    // fence() has finished: its keys are revoked and its requests failed, so connect() may
+    // start a new epoch with it (a starved process that speaks again is not dead for good).
+    bool fenced = false;
   };
   struct Leg {
     std::uint32_t source = 0;
@@ -260,6 +263,7 @@ struct Receiver::Impl : std::enable_shared_from_this<Receiver::Impl> {
         begin_stop(a, id, e,
                    Status(Errc::timeout, fmt::format("prefill rank {} {}", s, why)), false);
       }
+      sources[s].fenced = true;
     }
     changed.notify_all();
     run(std::move(a));
@@ -371,12 +375,24 @@ Result<std::uint32_t> Receiver::connect(const NetAddr& sender, std::chrono::mill
   {
     std::unique_lock lock(im.mutex);
     if (auto it = im.by_instance.find(sender.instance_id()); it != im.by_instance.end()) {
-      lock.unlock();
-      return im.join_connect(it->second, sender, timeout);
+      if (!im.sources[it->second].fenced) {
+        lock.unlock();
+        return im.join_connect(it->second, sender, timeout);
+      }
+      // Declared dead and fenced, and asked for again (a process that was stopped or starved
+      // and runs again): a new epoch under the same index. The fence revoked the old epoch's
+      // keys, so nothing it still had in flight can land; the handshake below registers fresh
+      // regions for it. On verbs the fenced instance refuses the handshake (docs/kv.md).
+      index = it->second;
+      spdlog::info("fabric kv: prefill rank {} ({}) speaks again after its fence: re-admitted "
+                   "with new keys",
+                   index, sender.describe());
+      im.sources[index] = Impl::Source{sender, {}, {}, false, {}, Clock::now(), true, false};
+    } else {
+      index = static_cast<std::uint32_t>(im.sources.size());
+      im.sources.push_back(Impl::Source{sender, {}, {}, false, {}, Clock::now(), true, false});
+      im.by_instance[sender.instance_id()] = index;
     }
-    index = static_cast<std::uint32_t>(im.sources.size());
-    im.sources.push_back(Impl::Source{sender, {}, {}, false, {}, Clock::now(), true, false});
-    im.by_instance[sender.instance_id()] = index;
   }
   // One registration per region for this sender: fencing it revokes these keys only.
   // One batch: a worker round trip per region cost most of connect on a loaded host (docs/kv.md).

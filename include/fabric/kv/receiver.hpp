@@ -58,7 +58,10 @@ class Receiver {
 
   // Introduces this receiver to a prefill rank and learns its layout; returns its source index.
   // Calls for a rank already connected return its index; concurrent calls for the same rank
-  // wait for the one handshake in flight.
+  // wait for the one handshake in flight. A rank declared dead and fenced (silent past the
+  // bound: killed, or stopped and resumed) is re-admitted by a new call: a new handshake under
+  // the same index, with freshly registered regions, so nothing of the old epoch can land. A
+  // verbs peer refuses that handshake (its fenced instance stays shut out; docs/kv.md).
   Result<std::uint32_t> connect(const NetAddr& sender, std::chrono::milliseconds timeout);
   // The layout a connected source reported.
   [[nodiscard]] Result<KvLayout> source_layout(std::uint32_t source) const;
