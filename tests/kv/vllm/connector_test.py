@@ -186,6 +186,16 @@ def instance_env(core: int) -> dict[str, str]:
     return env
 
 
+def die_with_parent() -> None:
+    """In the child before exec: SIGKILL when the test process dies, however it dies (a ctest
+    timeout kills only the test process)."""
+    import ctypes
+    import signal
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 class Instance:
     """A serve() child: commands in, replies out, every wait bounded, killed on close."""
 
@@ -203,6 +213,7 @@ class Instance:
             stdout=open(self.log_path, "w"),
             stderr=subprocess.STDOUT,
             pass_fds=(write_end,),
+            preexec_fn=die_with_parent,
             text=True,
         )
         os.close(write_end)
