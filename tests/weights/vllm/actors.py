@@ -32,8 +32,7 @@ def _generate(llm: Any, prompts: list[list[int]], max_tokens: int) -> list[list[
     return [list(o.outputs[0].token_ids) for o in outs]
 
 
-@ray.remote(num_cpus=0)
-class EngineActor:
+class Engine:
     """The served model. Ray runs one call at a time: a generate submitted during an update runs
     between the update's calls, on whatever version is served then."""
 
@@ -112,8 +111,7 @@ def _load_full(worker: Any, weights: dict[str, Any]) -> float:
     return time.monotonic() - t0
 
 
-@ray.remote(num_cpus=0)
-class ReferenceActor:
+class Reference:
     """A fresh vLLM loading a checkpoint from safetensors: what an update must be equal to."""
 
     def __init__(self, path: str) -> None:
@@ -123,12 +121,12 @@ class ReferenceActor:
         return _generate(self.llm, prompts, max_tokens)
 
 
-@ray.remote(num_cpus=0)
-class TrainerActor:
+class Trainer:
     """One trainer rank: holds its FSDP shard of every parameter, writes it with the fabric
     backend's trainer engine (made through vLLM's WeightTransferTrainerFactory by name)."""
 
-    def __init__(self, rank: int, ranks: int, base_dir: str) -> None:
+    def __init__(self, rank: int, ranks: int, base_dir: str, provider: str = "tcp") -> None:
+        self.provider = provider
         self.rank, self.ranks = rank, ranks
         self.base = m.base_weights(base_dir)
         self.meta = m.trainer_metadata(self.base, ranks)
@@ -141,7 +139,7 @@ class TrainerActor:
 
         import fabric_lib as fl
 
-        self.fl_engine = fl.Engine("tcp")
+        self.fl_engine = fl.Engine(self.provider)
         self.word = np.zeros(64, np.uint8)  # the barrier's target: immediates only
         _, desc = self.fl_engine.reg_mr(self.word)
         self.barrier = bytes(desc)
@@ -194,3 +192,90 @@ class TrainerActor:
             while self.fl_engine.outstanding_requests and time.monotonic() < deadline:
                 self.fl_engine.progress()
         return {"ok": True, "send_s": time.monotonic() - t0, "stats": stats}
+
+
+# ------------------------------------------------------------------ the benchmark's baseline
+# The usual RL recipe on CPU (tools/weights/vllm_bench.py): FSDP shards gathered to trainer rank 0
+# over gloo, broadcast per parameter from rank 0 to the engine's worker over a gloo group, and
+# each tensor loaded with the model's load_weights inside vLLM's layerwise reload.
+
+
+def gloo_group(host: str, port: int, rank: int, world: int, is_master: bool) -> Any:
+    """A gloo group beside vLLM's own default group (torch allows one default group per process)."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    store = dist.TCPStore(host, port, world, is_master, timeout=timedelta(seconds=120))
+    return dist.ProcessGroupGloo(dist.PrefixStore("bench", store), rank, world, timedelta(seconds=120))
+
+
+def _gloo_receive(worker: Any, group: Any, meta: list[dict]) -> float:
+    import torch
+    from vllm.model_executor.model_loader.reload.layerwise import (
+        finalize_layerwise_reload,
+        initialize_layerwise_reload,
+    )
+
+    t0 = time.monotonic()
+    model = worker.model_runner.get_model()
+
+    def received():
+        for p in meta:
+            t = torch.empty(p["shape"], dtype=torch.float32)
+            group.broadcast(t, 0).wait()
+            yield p["name"], t
+
+    initialize_layerwise_reload(model)
+    model.load_weights(received())
+    finalize_layerwise_reload(model, worker.model_runner.model_config)
+    return time.monotonic() - t0
+
+
+class BenchTrainer(Trainer):
+    def prepare(self) -> int:
+        self.mine = m.shard(self.base, self.meta, self.ranks, self.rank)
+        return sum(a.nbytes for a in self.mine.values())
+
+    def send_prepared(self, version: int, arena: int) -> dict[str, Any]:
+        t0 = time.monotonic()
+        stats = self.engine.send_weights(version, arena, self.mine)
+        return {"send_s": time.monotonic() - t0, "stats": stats}
+
+    def gloo_join(self, port_fsdp: int, port_bcast: int) -> bool:
+        self.fsdp = gloo_group("127.0.0.1", port_fsdp, self.rank, self.ranks, self.rank == 0)
+        self.bcast = gloo_group("127.0.0.1", port_bcast, 0, 2, True) if self.rank == 0 else None
+        return True
+
+    def gloo_send(self) -> float:
+        """Every parameter: all-gather the FSDP shards (full_tensor()), rank 0 broadcasts it."""
+        import torch
+
+        t0 = time.monotonic()
+        for p in self.meta:
+            mine = torch.from_numpy(self.mine[p["name"]])
+            parts = [torch.empty_like(mine) for _ in range(self.ranks)]  # equal halves here
+            self.fsdp.allgather([parts], [mine]).wait()
+            if self.bcast is not None:
+                full = torch.cat(parts, 0)
+                self.bcast.broadcast(full, 0).wait()
+        return time.monotonic() - t0
+
+
+class BenchEngine(Engine):
+    def gloo_join(self, port_bcast: int) -> bool:
+        self.bcast = gloo_group("127.0.0.1", port_bcast, 1, 2, False)
+        return True
+
+    def gloo_receive(self, meta: list[dict]) -> float:
+        # One actor call: generation waits for the whole load (vLLM's nccl engine likewise puts
+        # the layers on meta from start_weight_update to finish_weight_update).
+        return self.llm.collective_rpc(_gloo_receive, args=(self.bcast, meta))[0]
+
+
+# Ray actors: the classes above stay plain so the benchmark's can extend them.
+EngineActor = ray.remote(num_cpus=0)(Engine)
+ReferenceActor = ray.remote(num_cpus=0)(Reference)
+TrainerActor = ray.remote(num_cpus=0)(Trainer)
+BenchEngineActor = ray.remote(num_cpus=0)(BenchEngine)
+BenchTrainerActor = ray.remote(num_cpus=0)(BenchTrainer)

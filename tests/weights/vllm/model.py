@@ -13,17 +13,17 @@ import numpy as np
 NOISE = 0.05  # per version, against initializer_range 0.2: greedy tokens change between versions
 
 
-def make_model(path: str) -> None:
+def make_model(path: str, hidden: int = 256, layers: int = 4, intermediate: int = 768, vocab: int = 2048) -> None:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
     config = LlamaConfig(
-        vocab_size=2048,
-        hidden_size=256,
-        intermediate_size=768,
-        num_hidden_layers=4,
-        num_attention_heads=8,
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=intermediate,
+        num_hidden_layers=layers,
+        num_attention_heads=hidden // 32,
         num_key_value_heads=2,
         head_dim=32,
         max_position_embeddings=512,
