@@ -1,7 +1,7 @@
 """ctest weights.vllm_live: RL weight updates into a live CPU vLLM through the `fabric`
 weight-transfer backend, driven from Ray (docs/weights.md, "vLLM backend").
 
-A local Ray cluster on 127.0.0.1 runs one vLLM engine actor (vllm.LLM, TP 1, the backend
+A local single-node Ray cluster runs one vLLM engine actor (vllm.LLM, TP 1, the backend
 selected by name through weight_transfer_config, found through the vllm.general_plugins entry
 point), two trainer actors (each holding its FSDP half of every parameter) and, per checked
 version, a fresh vLLM reference actor that loads the same weights from safetensors. One engine
@@ -17,6 +17,9 @@ serves every case, in order:
                v3 keeps serving (tokens equal v3's reference).
   recovered    a new rank 1, rank 0 on a new fabric engine (its old one may still retry the
                dead peer), trainers reconnected: v6 succeeds and equals its fresh load.
+Fabric traffic is on 127.0.0.1 (tcp, FI_TCP_IFACE=lo). Ray's own servers are not: Ray 2.60 turns
+a 127.0.0.1 node address into the host's routable one (services.resolve_ip_for_localhost) and its
+gRPC servers listen there or on every interface; the cluster has one node, nothing else connects.
 Run by tests/weights/vllm/run.sh in the venv of scripts/vllm-venv.sh."""
 
 from __future__ import annotations
