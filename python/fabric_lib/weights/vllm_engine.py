@@ -98,11 +98,13 @@ class FabricWeightTransferEngine(WeightTransferEngine[FabricInitInfo, FabricUpda
         engine = fl.Engine(init_info.provider)
         try:
             arenas = [Receiver(engine, schedule, 0) for _ in range(2)]
+            self.schedule, self.layout, self.arenas = schedule, layout, arenas
+            self._bind_direct(0, copy_current=True)
         except BaseException:
+            self.schedule, self.layout, self.arenas = None, None, []
             engine.stop()
             raise
-        self.engine, self.schedule, self.layout, self.arenas = engine, schedule, layout, arenas
-        self._bind_direct(0, copy_current=True)
+        self.engine = engine
 
     def _views(self, arena: int) -> dict[str, Any]:
         import torch
@@ -129,7 +131,8 @@ class FabricWeightTransferEngine(WeightTransferEngine[FabricInitInfo, FabricUpda
 
     def describe(self) -> dict[str, Any]:
         """What the trainers need (schedule, both arenas' descriptors) and what is served."""
-        assert self.layout is not None, "init_transfer_engine first"
+        if self.layout is None:
+            raise WeightUpdateError("init_transfer_engine first")
         return {
             "schedule": self.schedule.json,
             "arenas": [[bytes(rx.desc)] for rx in self.arenas],
