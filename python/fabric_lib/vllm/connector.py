@@ -80,7 +80,9 @@ DEFAULTS: dict[str, Any] = {
     "heartbeat_ms": 1000,  # a peer silent for 2 heartbeats + request_timeout_ms is dead
     "receiver_timeout_ms": 60000,  # producer: blocks of a request no consumer asks for are freed
     "load_timeout_s": 30.0,  # consumer: a load not done by then fails (or is recomputed)
-    "connect_timeout_s": 10.0,  # consumer: one connect to the producer
+    # consumer: one connect to a producer. It holds up the engine step, and happens once per
+    # new producer, or once more for a dead one (kv re-admits a fenced rank that speaks again).
+    "connect_timeout_s": 3.0,
     "startup_wait_s": 300.0,  # consumer: how long start-up waits for the address file
     "quarantine_ms": 30000,
     "spread": 0,

@@ -438,6 +438,9 @@ class Run:
         outs, _, seconds = F.outputs()
         print(f"stale: {[o['finish'] for o in outs]} in {seconds:.1f} s", flush=True)
         self.need(all(o["finish"] == "error" for o in outs), f"stale: {outs}")
+        # One connect to the dead address (kv re-admits a fenced rank that answers), bounded
+        # by connect_timeout_s (3 s); then it is known to have failed.
+        self.need(seconds < 3 + 2, f"stale: failed after {seconds:.1f} s")
 
         self.producer = self.start("producer2", "kv_producer", "fail",
                                    sorted(os.sched_getaffinity(0))[0])
