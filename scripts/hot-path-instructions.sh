@@ -54,7 +54,7 @@ for spec in "single:SingleWriteAllocates:submit_single_write" \
   fi
   # Each function by its defining file: callgrind lists the inlined header code of a function
   # as separate entries of the same name, which must not be counted twice.
-  submit=$(arcs "$f" . "transfer_engine.cpp:fabric::TransferEngine::$fn\\(")
+  submit=$(arcs "$f" . "engine_requests.cpp:fabric::TransferEngine::$fn\\(")
   n=$(n_of "$submit")
   start=$(arcs "$f" . "worker.cpp:fabric::engine::Worker::start_op\\(")
   # WRITEs the provider refused for a full queue are posted later from progress_pending.
