@@ -4,7 +4,7 @@
     PYTHONPATH=build/default/python ~/.cache/fabric-lib/vllm-venv/bin/python \\
         tools/weights/vllm_bench.py --hidden 1024 --layers 4 --reps 5 [--provider shm] [--json out.json]
 
-Ray (local, single node; fabric and gloo on 127.0.0.1) starts one vLLM engine actor (TP 1) and 2 trainer actors, each holding its
+Ray (local, single node, all on 127.0.0.1: live_test.env()) starts one vLLM engine actor (TP 1) and 2 trainer actors, each holding its
 FSDP half (dim 0) of every float32 parameter. Per rep:
   fabric    engine arm -> both ranks write their own halves into the standby arena -> wait ->
             swap (staged tensors through load_weights in vLLM's layerwise reload).

@@ -17,9 +17,9 @@ serves every case, in order:
                v3 keeps serving (tokens equal v3's reference).
   recovered    a new rank 1, rank 0 on a new fabric engine (its old one may still retry the
                dead peer), trainers reconnected: v6 succeeds and equals its fresh load.
-Fabric traffic is on 127.0.0.1 (tcp, FI_TCP_IFACE=lo). Ray's own servers are not: Ray 2.60 turns
-a 127.0.0.1 node address into the host's routable one (services.resolve_ip_for_localhost) and its
-gRPC servers listen there or on every interface; the cluster has one node, nothing else connects.
+Fabric traffic is on 127.0.0.1 (tcp, FI_TCP_IFACE=lo), and so is Ray's: Ray 2.60 would turn a
+127.0.0.1 node address into the host's routable one (services.resolve_ip_for_localhost);
+RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 (env() below) keeps its node address on loopback.
 Run by tests/weights/vllm/run.sh in the venv of scripts/vllm-venv.sh."""
 
 from __future__ import annotations
@@ -55,6 +55,11 @@ def env() -> dict[str, str]:
         "FI_SOCKETS_IFACE": "lo",
         "TOKENIZERS_PARALLELISM": "false",
         "RAY_USAGE_STATS_ENABLED": "0",
+        # Ray maps a 127.0.0.1 node address to the host's routable one (resolve_ip_for_localhost)
+        # unless clusters are off: with this its processes reach each other on loopback only
+        # (checked: every connection of a local cluster is 127.0.0.1), as the project's rule asks.
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+        "GLOO_SOCKET_IFNAME": "lo",
     }
 
 
