@@ -23,7 +23,7 @@ Cases, in order, on the same instances (the consumers are never restarted):
   stale       the address file still names the dead producer: requests fail at once.
   restarted   a new producer writes its address: both consumers use it, every output right.
 
-Run by tests/kv/vllm/run.sh (ctest kv.vllm_connector) with the venv of scripts/vllm-venv.sh:
+Run by tests/support/in-vllm-venv.sh (ctest kv.vllm_connector) with the venv of scripts/vllm-venv.sh:
     connector_test.py                        the test (spawns the instances)
     connector_test.py serve NAME ROLE POLICY DIR   one instance (JSON commands on stdin)
 """

@@ -20,7 +20,7 @@ serves every case, in order:
 Fabric traffic is on 127.0.0.1 (tcp, FI_TCP_IFACE=lo), and so is Ray's: Ray 2.60 would turn a
 127.0.0.1 node address into the host's routable one (services.resolve_ip_for_localhost);
 RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 (env() below) keeps its node address on loopback.
-Run by tests/weights/vllm/run.sh in the venv of scripts/vllm-venv.sh."""
+Run by tests/support/in-vllm-venv.sh in the venv of scripts/vllm-venv.sh."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# ctest moe.model_ep (and the other transformers/vLLM MoE checks): builds (or reuses) the
-# CPU-only vLLM venv, which also holds PyPI's torch and transformers, then runs the given test
-# script in it against this build's fabric_lib. Skips (exit 77) only when the venv cannot be
+# The ctests that run inside the CPU-only vLLM venv (kv.vllm_connector, weights.vllm_live,
+# moe.model_ep, moe.vllm_prepare_finalize): builds (or reuses) the venv, which also holds PyPI's
+# torch, transformers and Ray, then runs the given test script in it against this build's
+# fabric_lib. Skips (exit 77) only when the venv cannot be
 # built, saying why; a failing test fails.
 #   run.sh <build>/python <source dir> <test script> [args...]
 set -uo pipefail
@@ -11,7 +12,7 @@ script="$3"
 shift 3
 log="$(mktemp)"
 if ! venv="$("$source_dir/scripts/vllm-venv.sh" 2>"$log" | tail -n 1)" || [[ ! -x "$venv/bin/python" ]]; then
-  echo "SKIP: the vLLM venv (torch, transformers) could not be built (scripts/vllm-venv.sh):"
+  echo "SKIP: the vLLM venv could not be built (scripts/vllm-venv.sh):"
   tail -n 20 "$log"
   rm -f "$log"
   exit 77
