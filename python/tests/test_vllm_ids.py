@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from fabric_lib.vllm._ids import BadTransferParams, fabric_id, wire_id
+from fabric_lib.vllm._ids import BadTransferParams, fabric_id, producer_id, wire_id
 
 
 def test_no_transfer_asked() -> None:
@@ -30,3 +30,16 @@ def test_wire_ids_follow_the_prompt() -> None:
     assert a != wire_id("req", [1, 2, 4])  # a reused id with another prompt does not collide
     assert a.startswith("req#")
     assert len(wire_id("x" * 200, list(range(5000))).encode()) <= 256  # the kv module's limit
+
+
+def test_a_remote_decode_request_takes_vllms_request_id() -> None:
+    # What a proxy sends the producer (fabric_lib.vllm.proxy, like vLLM's own proxies).
+    asked = {"do_remote_decode": True, "do_remote_prefill": False}
+    assert producer_id(asked, "cmpl-abc-0") == "cmpl-abc-0"
+    assert producer_id({**asked, "fabric_id": "mine"}, "cmpl-abc-0") == "mine"  # a given one wins
+    assert producer_id({"do_remote_decode": False}, "cmpl-abc-0") is None
+    assert producer_id(None, "cmpl-abc-0") is None
+    long_a, long_b = producer_id(asked, "a" * 300), producer_id(asked, "a" * 299 + "b")
+    assert long_a != long_b and len(long_a.encode()) <= 200  # hashed, still within the limit
+    with pytest.raises(BadTransferParams):
+        producer_id({**asked, "fabric_id": ["x"]}, "cmpl-abc-0")

@@ -1,6 +1,7 @@
 """The id a request travels under between the two instances, from its kv_transfer_params.
 
-A user (or proxy) gives both instances the same `fabric_id`. The wire id appends a hash of the
+Both instances see the same `fabric_id`: the producer makes it from vLLM's request id when a
+proxy asks for a remote decode and returns it (producer_id), or a user gives it to both. The wire id appends a hash of the
 prompt's token ids, so two requests that share a fabric_id by mistake but hold different prompts
 never exchange KV (that would be silent wrong tokens); a client retry of the same prompt under
 the same id is a true duplicate, and the kv module refuses the second one ("exists"), which
@@ -39,6 +40,22 @@ def fabric_id(params: Any) -> str | None:
     if not text or len(text.encode()) > _MAX_USER_ID:
         raise BadTransferParams(f"fabric_id must be 1-{_MAX_USER_ID} bytes, got {len(text)}")
     return text
+
+
+def producer_id(params: Any, request_id: str) -> str | None:
+    """The producer's fabric_id for a request: the one it carries, or, for a request that asks
+    only for a remote decode (a proxy's `"do_remote_decode": true`, as for vLLM's other P2P
+    connectors), one made from vLLM's request id, which is unique on the producer. The producer
+    returns it in its kv_transfer_params, so no one mints ids by hand.
+
+    Raises BadTransferParams as fabric_id does."""
+    given = fabric_id(params)
+    if given is not None or not (isinstance(params, dict) and params.get("do_remote_decode")):
+        return given
+    if len(request_id.encode()) <= _MAX_USER_ID:
+        return request_id
+    # A client's X-Request-Id can be long: its hash is as unique for the kv module's purposes.
+    return "h" + hashlib.blake2b(request_id.encode(), digest_size=16).hexdigest()
 
 
 def fabric_address(params: Any) -> bytes | None:

@@ -40,7 +40,7 @@ from vllm.logger import init_logger
 import fabric_lib as fl
 import fabric_lib.kv as fkv
 
-from ._ids import BadTransferParams, fabric_address, fabric_id, wire_id
+from ._ids import BadTransferParams, fabric_address, fabric_id, producer_id, wire_id
 from ._source import ProducerSource
 
 try:  # vLLM with request-keyed load failures (KVConnectorTransferResults.failed_recving)
@@ -219,7 +219,7 @@ class FabricConnector(KVConnectorBase_V1):
         """(wire id, producer address or None) of a request to transfer; None when it asks for
         no transfer or its kv_transfer_params are malformed (it then runs locally)."""
         try:
-            user = fabric_id(request.kv_transfer_params)
+            user = self._user_id(request)
             if user is None:
                 return None
             address = None if self._producer else fabric_address(request.kv_transfer_params)
@@ -228,6 +228,13 @@ class FabricConnector(KVConnectorBase_V1):
                            request.request_id, e)
             return None
         return wire_id(user, request.prompt_token_ids), address
+
+    def _user_id(self, request: Request) -> str | None:
+        """The request's fabric_id; a producer makes one from vLLM's request id for a request
+        that asks only for a remote decode (a proxy's "do_remote_decode")."""
+        if self._producer:
+            return producer_id(request.kv_transfer_params, request.request_id)
+        return fabric_id(request.kv_transfer_params)
 
     def _wire_id(self, request: Request) -> str | None:
         params = self._params(request)
@@ -358,7 +365,7 @@ class FabricConnector(KVConnectorBase_V1):
             # to ask for it (a proxy forwards them, as with vLLM's other P2P connectors).
             if unfinished is not None:  # aborted before its prompt was all computed
                 self._cancels.append(wid)
-            returned: dict[str, Any] = {"fabric_id": fabric_id(request.kv_transfer_params)}
+            returned: dict[str, Any] = {"fabric_id": self._user_id(request)}
             if self._producer_address is not None:
                 returned["fabric_address"] = self._producer_address
             return True, returned
