@@ -47,6 +47,8 @@ struct EngineOptions {
   std::string bind_address = "127.0.0.1";
   int request_timeout_ms = 5000;
   int max_message_size = 64 * 1024;
+  // cpulist ("2-3") for every thread of the engine; empty: FABRIC_CPUS, else the process's CPUs.
+  std::string thread_cpus;
 };
 
 std::unique_ptr<TransferEngine> make_engine(const EngineOptions& o) {
@@ -55,6 +57,7 @@ std::unique_ptr<TransferEngine> make_engine(const EngineOptions& o) {
   c.bind_address = o.bind_address;
   c.request_timeout = std::chrono::milliseconds(o.request_timeout_ms);
   c.max_message_size = static_cast<std::uint32_t>(o.max_message_size);
+  if (!o.thread_cpus.empty()) c.thread_cpus = take(CpuSet::parse(o.thread_cpus));
   return take(TransferEngine::create(c));
 }
 
@@ -294,7 +297,8 @@ PYBIND11_MODULE(_kv, m) {
       .def_readwrite("provider", &EngineOptions::provider)
       .def_readwrite("bind_address", &EngineOptions::bind_address)
       .def_readwrite("request_timeout_ms", &EngineOptions::request_timeout_ms)
-      .def_readwrite("max_message_size", &EngineOptions::max_message_size);
+      .def_readwrite("max_message_size", &EngineOptions::max_message_size)
+      .def_readwrite("thread_cpus", &EngineOptions::thread_cpus);
 
   py::class_<PySender>(m, "Sender", "The prefill side (fabric::kv::Sender) with its own engine.")
       .def(py::init<KvLayout, std::vector<std::pair<std::uintptr_t, std::size_t>>,

@@ -98,3 +98,44 @@ def test_malformed_fabric_cpus_names_the_variable(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("FABRIC_CPUS", "0-")
     with pytest.raises(fabric_lib.InvalidArgumentError, match="FABRIC_CPUS"):
         fabric_lib.Engine("tcp")
+
+
+def _fabric_threads_since(before: set[int]) -> dict[int, tuple[str, str]]:
+    """tid -> (name, Cpus_allowed_list) of this process's fabric-* threads not in `before`
+    (read from /proc: fabric_lib._kv embeds its own copy of the library, whose threads
+    fabric_lib.library_threads() does not list)."""
+    out = {}
+    for tid in map(int, os.listdir("/proc/self/task")):
+        if tid in before:
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                name = f.read().strip()
+        except FileNotFoundError:
+            continue
+        if name.startswith("fabric-"):
+            out[tid] = (name, _kernel_cpus(tid))
+    return out
+
+
+def test_kv_sender_and_receiver_take_thread_cpus(two_cpus: list[int]) -> None:
+    import numpy as np
+
+    import fabric_lib.kv as fkv
+
+    last = str(two_cpus[-1])
+    layout = fkv.vllm_cpu(1, 4, 1, 1, 0, 1, 8, 4)
+    before = set(map(int, os.listdir("/proc/self/task")))
+    sender = fkv.Sender(layout, [np.zeros((4, 1, 1, 16), np.float32)], thread_cpus=last)
+    receiver = fkv.Receiver(layout, [np.zeros((4, 1, 1, 16), np.float32)], thread_cpus=last)
+    try:
+        threads = _fabric_threads_since(before)
+        names = sorted(name for name, _ in threads.values())
+        # Each engine's worker and callback threads, and the sender's heartbeat tick.
+        assert names.count("fabric-wk0") == 2 and "fabric-kv-tick" in names, names
+        assert {cpus for _, cpus in threads.values()} == {last}, threads
+    finally:
+        sender.close()
+        receiver.close()
+    with pytest.raises(fabric_lib.InvalidArgumentError):
+        fkv.Sender(layout, [np.zeros((4, 1, 1, 16), np.float32)], thread_cpus="1-0")

@@ -38,11 +38,15 @@ def _region(obj: Any) -> tuple[int, int]:
     return int(iface["data"][0]), int(obj.nbytes)
 
 
-def _options(provider: str, bind_address: str, request_timeout_ms: int) -> EngineOptions:
+def _options(provider: str, bind_address: str, request_timeout_ms: int,
+             thread_cpus: str) -> EngineOptions:
     o = EngineOptions()
     o.provider = provider
     o.bind_address = bind_address
     o.request_timeout_ms = request_timeout_ms
+    # cpulist ("2-3") for the engine's threads; "": FABRIC_CPUS, else the process's CPUs
+    # (docs/concepts.md, "Threads and CPUs"), never the creating thread's pin.
+    o.thread_cpus = thread_cpus
     return o
 
 
@@ -60,13 +64,14 @@ class Sender(_Sender):
         request_timeout_ms: int = 5000,
         heartbeat_ms: int = 1000,
         receiver_timeout_ms: int = 30000,
+        thread_cpus: str = "",
     ) -> None:
         self._keep = (list(regions), tail)
         super().__init__(
             layout,
             [_region(r) for r in regions],
             None if tail is None else _region(tail),
-            _options(provider, bind_address, request_timeout_ms),
+            _options(provider, bind_address, request_timeout_ms, thread_cpus),
             heartbeat_ms,
             receiver_timeout_ms,
         )
@@ -86,12 +91,13 @@ class Receiver(_Receiver):
         request_timeout_ms: int = 5000,
         heartbeat_ms: int = 1000,
         quarantine_ms: int = 30000,
+        thread_cpus: str = "",
     ) -> None:
         self._keep = list(regions)
         super().__init__(
             layout,
             [_region(r) for r in regions],
-            _options(provider, bind_address, request_timeout_ms),
+            _options(provider, bind_address, request_timeout_ms, thread_cpus),
             spread,
             heartbeat_ms,
             quarantine_ms,

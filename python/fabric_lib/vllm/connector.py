@@ -88,6 +88,10 @@ DEFAULTS: dict[str, Any] = {
     "spread": 0,
     "total_kv_heads": None,  # default: the heads of this rank's cache (TP 1)
     "head_begin": 0,
+    # cpulist ("2-3") for the connector engine's threads, for deployments that reserve cores for
+    # communication; None: the engine's own policy (FABRIC_CPUS, else the process's CPUs; never
+    # the pin vLLM gives its worker thread).
+    "thread_cpus": None,
 }
 
 
@@ -384,6 +388,8 @@ class FabricConnector(KVConnectorBase_V1):
             "bind_address": str(self._extra["bind_address"]),
             "request_timeout_ms": int(self._extra["request_timeout_ms"]),
             "heartbeat_ms": int(self._extra["heartbeat_ms"]),
+            "thread_cpus": "" if self._extra["thread_cpus"] is None
+                           else str(self._extra["thread_cpus"]),
         }
 
     def _layout(self) -> fkv.Layout:
