@@ -99,8 +99,11 @@ struct Op {
   [[nodiscard]] bool posts_past_failure() const noexcept {
     return kind == OpKind::scatter || kind == OpKind::barrier;
   }
+  // A request already reported (timed out) posts nothing more: its unposted WRITEs would go to
+  // a peer that stopped answering, and, retried on EAGAIN at the head of the pending queue, they
+  // would hold up every later request of the engine behind it.
   [[nodiscard]] bool posting_over() const noexcept {
-    return fully_posted() || (failed() && !posts_past_failure());
+    return fully_posted() || delivered || (failed() && !posts_past_failure());
   }
   [[nodiscard]] bool finished() const noexcept { return done == posted && posting_over(); }
 };
