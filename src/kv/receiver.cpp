@@ -627,12 +627,14 @@ Result<RequestStatus> Receiver::wait(std::string_view id, std::chrono::milliseco
     }
     if (is_terminal(it->second.status.state)) return it->second.status;
     if (impl_->changed.wait_until(lock, deadline) == std::cv_status::timeout) {
+      // Look the entry up again: `it` may have been erased while the lock was released.
       auto again = impl_->entries.find(key);
-      if (again != impl_->entries.end() && is_terminal(again->second.status.state)) {
-        return again->second.status;
+      if (again == impl_->entries.end()) {
+        return Status(Errc::not_found, fmt::format("KV receiver: no request {}", id));
       }
+      if (is_terminal(again->second.status.state)) return again->second.status;
       return Status(Errc::timeout, fmt::format("KV receiver: request {} still {} after {} ms", id,
-                                               state_name(it->second.status.state),
+                                               state_name(again->second.status.state),
                                                timeout.count()));
     }
   }
