@@ -160,12 +160,18 @@ def run_setup(name: str, model: str, a: argparse.Namespace, logs: str) -> dict:
             before = {k: scrape(p) for k, p in metric_ports.items()}
             level = load(url, model, a, c, n, c)
             after = {k: scrape(p) for k, p in metric_ports.items()}
+            # Other work on the machine shows here: the 1-minute load average after the level.
+            level["loadavg_1m"] = os.getloadavg()[0]
             level["servers"] = {k: breakdown(before[k], after[k]) for k in metric_ports}
             out["levels"][str(c)] = level
             print(f"   c={c}: ttft p50 {level['median_ttft_ms']:.1f} p99 {level['p99_ttft_ms']:.1f} ms,"
                   f" itl p50 {level['median_itl_ms']:.1f} p99 {level['p99_itl_ms']:.1f} ms,"
-                  f" {level['output_throughput']:.1f} tok/s, failed {level['failed']}"
+                  f" {level['output_throughput']:.1f} tok/s, failed {level['failed']}, load {level['loadavg_1m']:.1f}"
                   f"  {level['servers']}", flush=True)
+        out["busy_threads"] = {p.name: p.busy_threads() for p in procs}
+        for name_, threads in out["busy_threads"].items():
+            print(f"   {name_}: " + ", ".join(f"{t['thread']} {t['cpu_s']} s on {t['cpus']}"
+                                           for t in threads[:4]), flush=True)
         return out
     except Exception:
         for p in procs:
@@ -195,7 +201,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--setups", default="plain,fabric-tcp,fabric-shm,nixl")
     ap.add_argument("--concurrency", default="1,4,16")
-    ap.add_argument("--prompts", default="8,16,48", help="requests per concurrency level")
+    ap.add_argument("--prompts", default="12,32,64", help="requests per concurrency level")
     ap.add_argument("--warmup-prompts", type=int, default=8)
     ap.add_argument("--input-len", type=int, default=512)
     ap.add_argument("--output-len", type=int, default=32)

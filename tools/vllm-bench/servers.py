@@ -39,6 +39,7 @@ def loopback_env(core: int) -> dict[str, str]:
             "FI_SOCKETS_IFACE": "lo",
             "UCX_NET_DEVICES": "lo",
             "VLLM_NIXL_SIDE_CHANNEL_HOST": "127.0.0.1",
+            "VLLM_HOST_IP": "127.0.0.1",  # vLLM's own engine/worker sockets
         }
     )
     return env
@@ -64,6 +65,30 @@ class Process:
         except ProcessLookupError:
             pass
         self.proc.wait(30)
+
+    def busy_threads(self, min_cpu_s: float = 1.0) -> list[dict]:
+        """The group's threads that have run at least min_cpu_s, with the cores each may run on:
+        where the compute actually ran (a connector may re-pin a thread after vLLM bound it)."""
+        tick = os.sysconf("SC_CLK_TCK")
+        out = []
+        for pid in os.listdir("/proc"):
+            try:
+                if not pid.isdigit() or os.getpgid(int(pid)) != self.proc.pid:
+                    continue
+                for tid in os.listdir(f"/proc/{pid}/task"):
+                    with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                        stat = f.read()
+                    comm = stat[stat.index("(") + 1: stat.rindex(")")]
+                    fields = stat[stat.rindex(")") + 2:].split()
+                    cpu_s = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+                    if cpu_s < min_cpu_s:
+                        continue
+                    with open(f"/proc/{pid}/task/{tid}/status") as f:
+                        cpus = next(line.split()[1] for line in f if line.startswith("Cpus_allowed_list"))
+                    out.append({"thread": comm, "tid": int(tid), "cpu_s": round(cpu_s, 1), "cpus": cpus})
+            except (OSError, ProcessLookupError, StopIteration):
+                continue  # a thread or process that ended while being read
+        return sorted(out, key=lambda t: -t["cpu_s"])
 
     def log_tail(self, lines: int = 40) -> str:
         with open(self.log_path, errors="replace") as f:
