@@ -72,8 +72,8 @@ void register_errors(py::module_& m) {
 }
 
 namespace {
-// The class for `code`: this extension's own (fabric_lib._native registers them), or, in the
-// other extensions of the package (_moe), fabric_lib's, looked up once by name.
+// The class for `code`: the ones register_errors made, or, before it ran (never, once the
+// package is imported), fabric_lib's, looked up once by name.
 PyObject* type_for(Errc code) {
   const auto index = static_cast<std::size_t>(code);
   if (index >= kCodes) return g_types[0] != nullptr ? g_types[0] : PyExc_RuntimeError;

@@ -1,10 +1,9 @@
-// fabric_lib._kv: the binding of the KV module (docs/kv.md). Each Sender and Receiver owns its
+// fabric_lib._kv (a submodule of fabric_lib._native): the binding of the KV module (docs/kv.md). Each Sender and Receiver owns its
 // engine (one KV endpoint per engine) and registers the memory it is given, so Python hands it
 // tensors' (pointer, length) and keeps the tensors alive itself (fabric_lib.kv does).
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
-#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <memory>
@@ -18,16 +17,10 @@
 #include "fabric/kv/receiver.hpp"
 #include "fabric/kv/sender.hpp"
 
-// The engine library's logger (src/common/log.hpp): declared here because this extension sees
-// only the public headers.
-namespace fabric::log {
-spdlog::logger& get();
-}
-
 namespace py = pybind11;
 using namespace fabric;
 using namespace fabric::kv;
-// fabric_lib's exception classes (FabricError and one subclass per Errc), shared with _native.
+// fabric_lib's exception classes (FabricError and one subclass per Errc).
 using fabric::python::check;
 using fabric::python::take;
 
@@ -203,17 +196,12 @@ using HR = std::pair<std::uint32_t, std::uint32_t>;
 
 }  // namespace
 
-PYBIND11_MODULE(_kv, m) {
-  m.doc() = "Native binding of fabric-lib's KV module; import fabric_lib.kv instead.";
+namespace fabric::python {
 
-  // This extension and fabric_lib._native each hold a copy of the static engine library, and each
-  // copy registers the spdlog logger "fabric" on its first log line; spdlog refuses a second
-  // registration of one name, so whichever engine logged second raised "logger with name
-  // 'fabric' already exists". Make this copy's logger now, with the name free, then free the
-  // name again for _native's copy. Each copy keeps its own pointer; no log line is lost.
-  spdlog::drop("fabric");
-  (void)fabric::log::get();
-  spdlog::drop("fabric");
+// fabric_lib._kv, a submodule of fabric_lib._native (module.cpp): one extension, one copy of the
+// engine library in the process.
+void bind_kv(py::module_& m) {
+  m.doc() = "Native binding of fabric-lib's KV module; import fabric_lib.kv instead.";
 
   py::class_<KvLayout>(m, "Layout", "Where one instance's KV cache lives (docs/kv.md#layout).")
       .def(py::init<>())
@@ -337,3 +325,5 @@ PYBIND11_MODULE(_kv, m) {
       .def("active_requests", &PyReceiver::active)
       .def("close", &PyReceiver::close);
 }
+
+}  // namespace fabric::python

@@ -21,7 +21,20 @@ void bind_weights(pybind11::module_& m);  // weights.cpp
 void bind_counts(pybind11::module_& m);   // counts.cpp
 void bind_imm_reservation(pybind11::module_& m);  // imm_reservation.cpp
 void bind_metrics(pybind11::module_& m);          // metrics.cpp
+void bind_kv(pybind11::module_& m);               // kv_module.cpp
+void bind_moe(pybind11::module_& m);              // moe/module.cpp
 }
+
+namespace {
+// A submodule of this extension that the package imports under its own name (`from .._kv import`,
+// `from . import _moe`): one extension, so the process holds one copy of the engine library
+// (its logger, its registries of peers and shm segments) whichever workloads it imports.
+pybind11::module_ add_package_module(pybind11::module_& m, const char* attr, const char* name) {
+  pybind11::module_ sub = m.def_submodule(attr);
+  pybind11::module_::import("sys").attr("modules")[name] = sub;
+  return sub;
+}
+}  // namespace
 
 namespace py = pybind11;
 
@@ -45,6 +58,10 @@ PYBIND11_MODULE(_native, m) {
   bind_counts(m);
   bind_imm_reservation(m);  // methods of Engine: after bind_engine
   bind_metrics(m);
+  auto kv = add_package_module(m, "_kv", "fabric_lib._kv");
+  bind_kv(kv);
+  auto moe = add_package_module(m, "_moe", "fabric_lib.moe._moe");
+  bind_moe(moe);
   m.def(
       "library_threads",
       [] {

@@ -63,3 +63,23 @@ def test_import_keeps_the_interpreters_signal_handlers() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "{}"
+
+
+def test_every_workload_runs_on_one_copy_of_the_library() -> None:
+    # One extension module: a process importing the engine and every workload maps one shared
+    # object of the package (two copies would keep two loggers, two peer registries).
+    script = """
+        import fabric_lib, fabric_lib.kv, fabric_lib.moe, fabric_lib.weights
+        from fabric_lib import _kv
+        from fabric_lib.moe import _moe
+        import pathlib
+        package = pathlib.Path(fabric_lib.__file__).parent
+        maps = {line.split()[-1] for line in open("/proc/self/maps") if len(line.split()) >= 6}
+        print(sorted(m for m in maps if m.startswith(str(package))))
+    """
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    mapped = eval(result.stdout)  # noqa: S307 - a list printed by the script above
+    assert len(mapped) == 1 and "_native" in mapped[0], mapped

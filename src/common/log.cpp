@@ -9,9 +9,9 @@ namespace fabric::log {
 
 namespace {
 std::shared_ptr<spdlog::logger> make_logger() {
-  // Each Python extension (_native, _kv, _moe) links its own copy of this library but they share
-  // spdlog's registry: the second copy reuses the first one's logger instead of throwing
-  // "logger with name 'fabric' already exists" at import.
+  // A process may hold two copies of this static library that share spdlog's registry (a host
+  // program linking it beside the Python extension): the second copy reuses the first one's
+  // logger instead of throwing "logger with name 'fabric' already exists".
   if (auto existing = spdlog::get("fabric")) return existing;
   std::shared_ptr<spdlog::logger> logger;
   try {

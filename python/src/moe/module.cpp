@@ -266,7 +266,10 @@ class Group {
 
 }  // namespace
 
-PYBIND11_MODULE(_moe, m) {
+namespace fabric::python {
+
+// fabric_lib.moe._moe, a submodule of fabric_lib._native (module.cpp).
+void bind_moe(py::module_& m) {
   m.doc() = "One rank of a MoE dispatch/combine group on the host device (docs/moe.md).";
   const EngineConfig engine_defaults;
   py::class_<Group>(m, "Group")
@@ -306,3 +309,5 @@ PYBIND11_MODULE(_moe, m) {
       .def("broken_ranks", &Group::broken_ranks)
       .def_property_readonly("epoch", &Group::epoch);
 }
+
+}  // namespace fabric::python
