@@ -394,7 +394,20 @@ std::optional<domain::Event> FiDomain::error_event() {
   return ev;
 }
 
+void FiDomain::sweep_gone_peers() {
+  // A clock read every 1024 polls, a look at each peer once a second: nothing on the hot path.
+  if (++polls_since_sweep_ < 1024) return;
+  polls_since_sweep_ = 0;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - swept_ < std::chrono::seconds(1)) return;
+  swept_ = now;
+  for (auto& peer : liveness_) {
+    if (peer && !peer->gone()) (void)peer->check();
+  }
+}
+
 std::size_t FiDomain::poll(std::span<domain::Event> out) {
+  if (watch_peers_) sweep_gone_peers();
   std::array<fi_cq_data_entry, 32> entries{};
   const std::size_t want = std::min(out.size(), entries.size());
   ssize_t n = fi_cq_read(cq_.get(), entries.data(), want);

@@ -4,6 +4,7 @@
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
 
+#include <chrono>
 #include <deque>
 #include <optional>
 #include <string>
@@ -57,6 +58,9 @@ class FiDomain final : public domain::Domain {
   // shm only: refuses to post to a peer whose process or endpoint is gone
   // (shm_liveness.hpp); ok for every other provider and peer.
   Status check_peer_alive(domain::PeerHandle peer);
+  // shm only: about once a second, looks at every watched peer, so the descriptors of one that
+  // died are closed even when nothing is posted to it any more (shm_liveness.hpp).
+  void sweep_gone_peers();
 
   InfoPtr info_;
   Fid<fid_fabric> fabric_;
@@ -75,6 +79,8 @@ class FiDomain final : public domain::Domain {
   // Indexed by fi_addr (FI_AV_TABLE hands them out from 0); null: not watched.
   bool watch_peers_ = false;
   std::vector<std::unique_ptr<ShmPeerLiveness>> liveness_;
+  std::uint32_t polls_since_sweep_ = 0;
+  std::chrono::steady_clock::time_point swept_{};
   // shm: our own region file, share-locked while we live so no sweep removes it
   // (shm_leftovers.hpp).
   UniqueFd own_region_;

@@ -49,12 +49,17 @@ std::unique_ptr<ShmPeerLiveness> ShmPeerLiveness::watch(std::span<const std::byt
   if (w->region_fd_ < 0 && w->gone_.empty() && errno == ENOENT) {
     w->gone_ = "its endpoint's region file is gone (the endpoint was closed)";
   }
+  if (w->gone()) w->close_fds();
   return w;
 }
 
-ShmPeerLiveness::~ShmPeerLiveness() {
+ShmPeerLiveness::~ShmPeerLiveness() { close_fds(); }
+
+void ShmPeerLiveness::close_fds() noexcept {
   if (pidfd_ >= 0) ::close(pidfd_);
   if (region_fd_ >= 0) ::close(region_fd_);
+  pidfd_ = -1;
+  region_fd_ = -1;
 }
 
 Status ShmPeerLiveness::check() {
@@ -75,6 +80,7 @@ Status ShmPeerLiveness::check() {
     }
   }
   if (gone_.empty()) return Status::success();
+  close_fds();  // it never comes back
   return {Errc::provider,
           fmt::format("shm peer {} is gone: {}; nothing was sent", name_, gone_)};
 }

@@ -34,6 +34,10 @@ class ShmPeerLiveness {
   // within kRecheck of a look may still be posted to in that window, as it
   // may be just before it dies (docs/reliability.md).
   [[nodiscard]] Status check();
+  // Whether check() has found the peer gone. Its descriptors are closed then: a process that
+  // outlives many peers (restarted ones) must not keep a pidfd and a region file of each, the
+  // latter holding the dead peer's shared memory allocated (FiDomain sweeps: fi_domain.cpp).
+  [[nodiscard]] bool gone() const noexcept { return !gone_.empty(); }
 
   static constexpr std::chrono::microseconds kRecheck{100};
 
@@ -42,6 +46,7 @@ class ShmPeerLiveness {
 
  private:
   ShmPeerLiveness(std::string name, pid_t pid) : name_(std::move(name)), pid_(pid) {}
+  void close_fds() noexcept;
 
   std::string name_;
   pid_t pid_ = 0;
