@@ -3,7 +3,7 @@ PRESET ?= default
 BUILD_DIR := build/$(PRESET)
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps configure build demo test test-asan test-tsan clean
+.PHONY: all deps configure build demo test test-asan test-tsan soak clean
 
 all: build
 
@@ -28,6 +28,11 @@ demo:
 # On failure, each failed test's last lines come again at the very end (a log read from its end).
 test: build
 	@ctest --preset $(PRESET) -j $(JOBS) || { scripts/failed-test-output.sh $(BUILD_DIR); exit 1; }
+
+# The field suite's soak (tests/field/soak_test.cpp) for 10 minutes: 5 per provider, shm then
+# tcp; CI runs it for 30 s each. Figures: docs/reliability.md#field-failures.
+soak: build
+	@FABRIC_FIELD_SOAK_SECONDS=300 ctest --preset $(PRESET) -R FieldSoak --output-on-failure
 
 test-asan:
 	@$(MAKE) --no-print-directory test PRESET=asan
