@@ -13,6 +13,9 @@ Families (label ``engine`` is the engine's instance id, one value per engine of 
 - ``fabric_in_flight_requests``, ``fabric_registrations``, ``fabric_registered_bytes`` (gauges);
 - ``fabric_imms_received_total``, ``fabric_messages_received_total``,
   ``fabric_peers_fenced_total``.
+
+``register_workload(workload, name)`` adds a weights Trainer or Receiver (``fabric_weights_*``)
+or a moe Buffer (``fabric_moe_*``), label ``workload``; see _workload_metrics.FAMILIES.
 """
 
 from __future__ import annotations
@@ -30,8 +33,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from ._native import Engine, InvalidArgumentError, ShutdownError
+from ._workload_metrics import WorkloadCollector
 
-__all__ = ["EngineCollector", "MetricsServer", "register", "start_http_server", "unregister"]
+__all__ = ["EngineCollector", "MetricsServer", "register", "register_workload", "start_http_server", "unregister",
+           "unregister_workload"]
 
 
 class EngineCollector(Collector):
@@ -143,6 +148,30 @@ def register(engine: Engine, name: str | None = None, registry: CollectorRegistr
 def unregister(name: str, registry: CollectorRegistry = REGISTRY) -> None:
     """Stops exporting the engine registered under `name`."""
     _collector_for(registry).remove(name)
+
+
+_workload_collectors: dict[int, WorkloadCollector] = {}  # id(registry) -> its collector
+
+
+def register_workload(workload: Any, name: str, registry: CollectorRegistry = REGISTRY) -> str:
+    """Exports a weights Trainer or Receiver (fabric_weights_*) or a moe Buffer (fabric_moe_*)
+    on `registry` under label workload=`name`; its engine is registered with register().
+    InvalidArgumentError for any other object. Returns the name."""
+    with _collector_lock:
+        collector = _workload_collectors.get(id(registry))
+        if collector is None:
+            collector = _workload_collectors[id(registry)] = WorkloadCollector()
+            registry.register(collector)
+    collector.add(workload, name)
+    return name
+
+
+def unregister_workload(name: str, registry: CollectorRegistry = REGISTRY) -> None:
+    """Stops exporting the workload registered under `name`."""
+    with _collector_lock:
+        collector = _workload_collectors.get(id(registry))
+    if collector is not None:
+        collector.remove(name)
 
 
 class _QuietHandler(WSGIRequestHandler):

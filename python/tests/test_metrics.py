@@ -74,3 +74,70 @@ def test_a_stopped_engine_drops_out_of_the_scrape() -> None:
     with fm.start_http_server(0, registry=registry) as server:
         got = _scrape(server.port)
     assert not any(dict(labels).get("engine") == "gone" for _, labels in got)
+
+
+def _families(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    from prometheus_client import generate_latest
+
+    out = {}
+    for family in text_string_to_metric_families(generate_latest(registry).decode()):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_weights_workload_families_count_the_updates_sent() -> None:
+    from fabric_lib.weights import (InferenceLayout, MeshGroup, NameRule, Receiver, SourceParam, TargetParam,
+                                    Trainer, TrainerLayout, plan, plan_input_json)
+
+    shape = [256, 64]
+    layout = TrainerLayout([("fsdp", 1)], [MeshGroup("all")], [SourceParam("w", shape, "float32", ["R"], "all")])
+    targets = InferenceLayout([("tp", 1)], [TargetParam("w", shape, "float32", ["R"])])
+    sched = plan(plan_input_json(layout, targets, [NameRule("w", ["w"])]))
+    registry = CollectorRegistry()
+    with fl.Engine("shm") as inference, fl.Engine("shm") as engine:
+        receiver = Receiver(inference, sched, 0)
+        word = np.zeros(64, np.uint8)
+        trainer = Trainer(engine, sched, layout, 0, [receiver.desc], [engine.reg_mr(word)[1]], timeout_s=30.0)
+        fm.register_workload(trainer, "trainer0", registry=registry)
+        fm.register_workload(receiver, "inference0", registry=registry)
+        w = np.arange(shape[0] * shape[1], dtype=np.float32).reshape(shape)
+        for version in (1, 2):
+            receiver.expect(version)
+            trainer.update(version, {"w": w + version})
+            assert receiver.wait(version, 30)
+        got = _families(registry)
+        t = (("workload", "trainer0"),)
+        assert got[("fabric_weights_updates_total", tuple(sorted(t + (("outcome", "ok"),))))] == 2
+        assert got[("fabric_weights_updates_total", tuple(sorted(t + (("outcome", "failed"),))))] == 0
+        assert got[("fabric_weights_version", t)] == 2
+        assert got[("fabric_weights_bytes_total", t)] == 2 * w.nbytes
+        assert got[("fabric_weights_update_seconds_total", t)] > 0
+        assert got[("fabric_weights_complete_version", (("workload", "inference0"),))] == 2
+        fm.unregister_workload("trainer0", registry=registry)
+        assert not any(k[1] == t for k in _families(registry))
+
+
+def test_moe_workload_families_count_dispatch_and_combine() -> None:
+    from fabric_lib.moe import Buffer
+
+    registry = CollectorRegistry()
+    with Buffer(0, 1, 4, 64, 8, 2, all_gather=lambda b: [b], x_dtype="f32", combine_dtype="f32") as buf:
+        fm.register_workload(buf, "ep0", registry=registry)
+        x = np.ones((5, 64), np.float32)
+        idx = np.array([[0, 1], [1, 2], [2, 3], [3, 0], [0, 2]], np.int64)
+        w = np.full((5, 2), 0.5, np.float32)
+        recv_x, _, handle = buf.dispatch(x, idx, w)
+        out = buf.combine(np.ascontiguousarray(recv_x), handle)
+        assert np.allclose(out, x)
+        got = _families(registry)
+        for phase in ("dispatch", "combine"):
+            labels = (("phase", phase), ("workload", "ep0"))
+            assert got[("fabric_moe_calls_total", labels)] == 1
+            assert got[("fabric_moe_tokens_total", labels)] == 5
+            assert got[("fabric_moe_seconds_total", labels)] > 0
+
+
+def test_register_workload_refuses_what_is_not_a_workload() -> None:
+    with pytest.raises(fl.InvalidArgumentError, match="register_workload"):
+        fm.register_workload(object(), "x", registry=CollectorRegistry())

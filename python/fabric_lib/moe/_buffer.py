@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -185,6 +186,9 @@ class Buffer:
         self._out = np.zeros((num_max_dispatch_tokens_per_rank, hidden * out_bytes), np.uint8)
         self._x_dtype = x_dtype
         self._pending: Optional[Handle] = None  # the dispatch that awaits its combine
+        # Per phase: calls, tokens and seconds inside the native send and receive halves
+        # (metric_counts(); read without waiting for the proxy, unlike stats()).
+        self._phases = {p: {"calls": 0, "tokens": 0, "seconds": 0.0} for p in ("dispatch", "combine")}
 
     # -- dispatch ---------------------------------------------------------------------------
 
@@ -222,7 +226,9 @@ class Buffer:
         idx = self._topk("topk_idx", topk_idx, tokens, integer=True)
         sc = _raw(scales, np.float32) if scales is not None else np.zeros((tokens, 0), np.float32)
         weights = self._topk("topk_weights", topk_weights, tokens) if topk_weights is not None else None
+        started = time.perf_counter()
         self._group.dispatch_send(xr.reshape(-1).view(np.uint8), sc, idx, tokens)
+        self._count("dispatch", tokens, started)
         handle = Handle(tokens=tokens, recv_count=self._recv_count, expert_begin=[], topk_weights=weights,
                         epoch=self._group.epoch, torch_output=torch_in)
         self._pending = handle
@@ -230,8 +236,10 @@ class Buffer:
         def hook() -> None:
             if handle._done[0]:
                 return
+            started = time.perf_counter()
             try:
                 self._group.dispatch_recv(self._recv_x, self._recv_scales, self._recv_count)
+                self._count("dispatch", 0, started, call=False)
             except BaseException:
                 self._pending = None  # the group keeps the error; later calls raise it
                 raise
@@ -280,13 +288,17 @@ class Buffer:
             target = self._out
             result = self._typed(self._out[: handle.tokens], self._out_dtype, handle.torch_output)
         xr = _raw(x)
+        started = time.perf_counter()
         self._group.combine_send(xr.reshape(-1).view(np.uint8))
+        self._count("combine", handle.tokens, started)
         self._pending = None
         done = [False]
 
         def hook() -> None:
             if not done[0]:
+                started = time.perf_counter()
                 self._group.combine_recv(weights.reshape(-1), target.reshape(-1).view(np.uint8))
+                self._count("combine", 0, started, call=False)
                 done[0] = True
 
         if return_recv_hook:
@@ -340,6 +352,17 @@ class Buffer:
 
     def stats(self) -> dict:
         return self._group.stats()
+
+    def _count(self, phase: str, tokens: int, started: float, call: bool = True) -> None:
+        c = self._phases[phase]
+        c["calls"] += 1 if call else 0
+        c["tokens"] += tokens
+        c["seconds"] += time.perf_counter() - started
+
+    def metric_counts(self) -> dict[str, float]:
+        """What fabric_lib.metrics exports as fabric_moe_*: per phase (dispatch, combine) the
+        calls, the tokens this rank sent, and the seconds spent in the native send and receive."""
+        return {f"{phase}_{k}": v for phase, c in self._phases.items() for k, v in c.items()}
 
     def timeline(self) -> dict:
         return self._group.timeline()

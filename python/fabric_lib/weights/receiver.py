@@ -46,6 +46,10 @@ class Receiver:
         with self._cond:
             return self._cond.wait_for(lambda: self._complete >= version, timeout)
 
+    def metric_counts(self) -> dict[str, float]:
+        """What fabric_lib.metrics exports as fabric_weights_complete_version."""
+        return {"complete_version": self.complete_version}
+
     def entries(self) -> list[ArenaEntry]:
         return self.schedule.arena(self.rank)
 

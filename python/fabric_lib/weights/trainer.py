@@ -5,6 +5,7 @@ posts the WRITEs, and runs the per-group barrier and the commit through the engi
 from __future__ import annotations
 
 import itertools
+import time
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -31,6 +32,8 @@ class Trainer:
         self.group_index = {g.name: i for i, g in enumerate(layout.groups)}
         self.executor = _w.Executor(engine, schedule.json, rank, list(inference_arenas), list(trainer_barriers),
                                     watermark_bytes, timeout_s)
+        # Whole updates by outcome, their seconds, the last version sent whole (metric_counts()).
+        self._updates = {"ok": 0, "failed": 0, "seconds": 0.0, "version": 0}
         self._subgroups: dict[int, tuple[list[int], Any]] = {}
         dims = [n for n, _ in layout.mesh]
         for gi, g in enumerate(layout.groups):
@@ -90,6 +93,21 @@ class Trainer:
     def update(self, version: int, local: Mapping[str, np.ndarray], *, stop_after_group: int | None = None) -> None:
         """Sends version `version`: `local[name]` is this rank's shard of every parameter it holds
         (bfloat16 as uint16 bits). Raises the engine's error when the update fails on this rank."""
+        if stop_after_group is not None:  # a test's partial update: not counted
+            self._update(version, local, stop_after_group)
+            return
+        start = time.perf_counter()
+        try:
+            self._update(version, local, None)
+        except BaseException:
+            self._updates["failed"] += 1
+            raise
+        finally:
+            self._updates["seconds"] += time.perf_counter() - start
+        self._updates["ok"] += 1
+        self._updates["version"] = version
+
+    def _update(self, version: int, local: Mapping[str, np.ndarray], stop_after_group: int | None) -> None:
         ex = self.executor
         ex.begin(version)
         targets = self.schedule.targets
@@ -114,3 +132,11 @@ class Trainer:
 
     def stats(self) -> dict[str, Any]:
         return dict(self.executor.stats())
+
+    def metric_counts(self) -> dict[str, float]:
+        """What fabric_lib.metrics exports as fabric_weights_* (docs/observability.md): updates
+        by outcome and their seconds, the last version sent whole, the executor's totals."""
+        s = self.executor.stats()
+        return {"updates_ok": self._updates["ok"], "updates_failed": self._updates["failed"],
+                "update_seconds": self._updates["seconds"], "version": self._updates["version"],
+                "bytes": s["bytes"], "writes": s["writes"], "barrier_wait_seconds": s["barrier_wait_s"]}
