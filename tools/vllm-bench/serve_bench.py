@@ -234,6 +234,9 @@ def main() -> int:
                "concurrency": a.concurrency, "prompts": a.prompts, "setups": {}}
         for name in setups:
             out["setups"][name] = run_setup(name, model, a, logs)
+            if a.json:  # what has run so far survives a later setup's failure
+                with open(a.json, "w") as f:
+                    json.dump(out, f, indent=1)
         ok = True
         for name, r in out["setups"].items():
             for level, run in [("warmup", r["warmup"])] + list(r["levels"].items()):

@@ -54,17 +54,23 @@ class Process:
                                          stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
 
     def stop(self) -> None:
+        """SIGTERM to the group, SIGKILL after 20 s; never raises, so one slow exit does not
+        lose a run's results (the group is SIGKILLed either way and dies with this process)."""
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGTERM)
                 self.proc.wait(20)
-            except subprocess.TimeoutExpired:
+            except (subprocess.TimeoutExpired, ProcessLookupError):
                 pass
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)  # stragglers of the group
         except ProcessLookupError:
             pass
-        self.proc.wait(30)
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            print(f"warning: {self.name} (pid {self.proc.pid}) not reaped 60 s after SIGKILL",
+                  file=sys.stderr)
 
     def busy_threads(self, min_cpu_s: float = 1.0) -> list[dict]:
         """The group's threads that have run at least min_cpu_s, with the cores each may run on:
