@@ -24,6 +24,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -220,6 +221,10 @@ def main() -> int:
     assert len(a.prompts) == len(a.concurrency), "one --prompts count per --concurrency level"
     assert all(s in SETUPS for s in setups), f"setups: {', '.join(SETUPS)}"
 
+    # A SIGTERM (timeout(1), a CI kill) unwinds through the finally blocks that stop every
+    # server's process group: vLLM's engine-core children are not covered by the servers'
+    # PR_SET_PDEATHSIG and would outlive an abruptly ended run.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     root = tempfile.mkdtemp(prefix="fabric-serve-bench-")
     logs = a.logs or root
     os.makedirs(logs, exist_ok=True)

@@ -1,6 +1,7 @@
-"""The benchmark's processes: vLLM OpenAI servers and a proxy, each on 127.0.0.1, each killed
-with its whole process group when the benchmark ends or dies (PR_SET_PDEATHSIG on the group's
-leader, a kill of the group in stop()), every wait for them bounded."""
+"""The benchmark's processes: vLLM OpenAI servers and a proxy, each on 127.0.0.1 in its own
+process group, every wait for them bounded. stop() ends the whole group (vLLM's engine-core
+child too); PR_SET_PDEATHSIG kills a group's leader if the benchmark dies, but not the engine
+core under it, so serve_bench.py turns SIGTERM into an unwinding exit that runs stop()."""
 
 from __future__ import annotations
 
