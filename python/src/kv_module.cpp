@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <tuple>
 
 #include "errors.hpp"
 #include "fabric/engine.hpp"
@@ -59,19 +60,31 @@ py::tuple status_tuple(const RequestStatus& s) {
                         s.error.ok() ? py::object(py::none()) : py::object(py::str(s.error.to_string())));
 }
 
+// (pointer, bytes, CUDA ordinal or -1 for host memory): fabric_lib.kv._region of a tensor/array.
+using RegionArg = std::tuple<std::uintptr_t, std::size_t, int>;
+
+Device region_device(int ordinal) { return ordinal < 0 ? Device::host() : Device::cuda(ordinal); }
+
+MemoryRange region_range(const RegionArg& r) {
+  const auto& [ptr, len, ordinal] = r;
+  return {reinterpret_cast<void*>(ptr), len, region_device(ordinal)};
+}
+
 class PySender {
  public:
-  PySender(KvLayout layout, const std::vector<std::pair<std::uintptr_t, std::size_t>>& regions,
-           std::optional<std::pair<std::uintptr_t, std::size_t>> tail, EngineOptions o,
-           int heartbeat_ms, int receiver_timeout_ms) {
+  PySender(KvLayout layout, const std::vector<RegionArg>& regions, std::optional<RegionArg> tail,
+           EngineOptions o, int heartbeat_ms, int receiver_timeout_ms) {
     engine_ = make_engine(o);
     SenderConfig cfg;
     cfg.layout = std::move(layout);
     std::vector<MemoryRange> ranges;
-    for (auto [ptr, len] : regions) ranges.push_back({reinterpret_cast<void*>(ptr), len});
+    for (const auto& r : regions) ranges.push_back(region_range(r));
     // One batch: vLLM hands one tensor per layer, and reg_mr each pays a worker round trip.
     for (auto& r : take(engine_->reg_mrs(ranges))) cfg.regions.push_back(r.handle);
-    if (tail) tail_ = take(engine_->reg_mr(reinterpret_cast<void*>(tail->first), tail->second)).handle;
+    if (tail) {
+      const MemoryRange t = region_range(*tail);
+      tail_ = take(engine_->reg_mr(t.ptr, t.length, t.device)).handle;
+    }
     cfg.liveness.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
     cfg.receiver_timeout = std::chrono::milliseconds(receiver_timeout_ms);
     sender_ = take(Sender::create(*engine_, cfg));
@@ -127,12 +140,15 @@ class PySender {
 
 class PyReceiver {
  public:
-  PyReceiver(KvLayout layout, const std::vector<std::pair<std::uintptr_t, std::size_t>>& regions,
-             EngineOptions o, std::uint64_t spread, int heartbeat_ms, int quarantine_ms) {
+  PyReceiver(KvLayout layout, const std::vector<RegionArg>& regions, EngineOptions o,
+             std::uint64_t spread, int heartbeat_ms, int quarantine_ms) {
     engine_ = make_engine(o);
     ReceiverConfig cfg;
     cfg.layout = std::move(layout);
-    for (auto [ptr, len] : regions) cfg.regions.push_back({reinterpret_cast<void*>(ptr), len});
+    for (const auto& r : regions) {
+      const MemoryRange m = region_range(r);
+      cfg.regions.push_back({m.ptr, m.length, m.device});
+    }
     cfg.spread = spread;
     cfg.liveness.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
     cfg.quarantine = std::chrono::milliseconds(quarantine_ms);
@@ -289,8 +305,7 @@ void bind_kv(py::module_& m) {
       .def_readwrite("thread_cpus", &EngineOptions::thread_cpus);
 
   py::class_<PySender>(m, "Sender", "The prefill side (fabric::kv::Sender) with its own engine.")
-      .def(py::init<KvLayout, std::vector<std::pair<std::uintptr_t, std::size_t>>,
-                    std::optional<std::pair<std::uintptr_t, std::size_t>>, EngineOptions, int,
+      .def(py::init<KvLayout, std::vector<RegionArg>, std::optional<RegionArg>, EngineOptions, int,
                     int>(),
            py::arg("layout"), py::arg("regions"), py::arg("tail"), py::arg("engine"),
            py::arg("heartbeat_ms"), py::arg("receiver_timeout_ms"))
@@ -307,8 +322,7 @@ void bind_kv(py::module_& m) {
       .def("close", &PySender::close);
 
   py::class_<PyReceiver>(m, "Receiver", "The decode side (fabric::kv::Receiver) with its own engine.")
-      .def(py::init<KvLayout, std::vector<std::pair<std::uintptr_t, std::size_t>>, EngineOptions,
-                    std::uint64_t, int, int>(),
+      .def(py::init<KvLayout, std::vector<RegionArg>, EngineOptions, std::uint64_t, int, int>(),
            py::arg("layout"), py::arg("regions"), py::arg("engine"), py::arg("spread"),
            py::arg("heartbeat_ms"), py::arg("quarantine_ms"))
       .def_property_readonly("address", &PyReceiver::address)

@@ -28,14 +28,20 @@ from .._kv import Sender as _Sender
 TERMINAL = ("done", "failed", "cancelled")
 
 
-def _region(obj: Any) -> tuple[int, int]:
-    """(pointer, bytes) of a contiguous torch tensor or numpy array."""
+def _region(obj: Any) -> tuple[int, int, int]:
+    """(pointer, bytes, CUDA ordinal or -1) of a contiguous torch tensor or numpy array: a CUDA
+    tensor registers as device memory of its GPU (the engine routes it to that GPU's NICs,
+    docs/topology.md), anything else as host memory."""
     if hasattr(obj, "data_ptr"):
         if not obj.is_contiguous():
             raise ValueError("KV regions must be contiguous tensors")
-        return int(obj.data_ptr()), int(obj.numel() * obj.element_size())
+        device = getattr(obj, "device", None)
+        ordinal = -1
+        if device is not None and getattr(device, "type", "cpu") == "cuda":
+            ordinal = device.index if device.index is not None else 0
+        return int(obj.data_ptr()), int(obj.numel() * obj.element_size()), ordinal
     iface = obj.__array_interface__
-    return int(iface["data"][0]), int(obj.nbytes)
+    return int(iface["data"][0]), int(obj.nbytes), -1
 
 
 def _options(provider: str, bind_address: str, request_timeout_ms: int,
