@@ -79,6 +79,9 @@ int main(int argc, char** argv) {
   app.add_flag("--post-on-submit", opt.post_on_submit,
                "the submitting thread posts each request's first WRITE "
                "(EngineConfig::post_on_submit)");
+  app.add_flag("--no-metrics", [&opt](std::int64_t) { opt.metrics = false; },
+               "engines count nothing for metrics() (EngineConfig::metrics off), to measure "
+               "what counting costs");
   app.add_option("--imm-wait", opt.imm_wait,
                  "imm op: waiters call TransferEngine::progress (progress) or leave delivery to "
                  "the worker threads (worker)")

@@ -25,6 +25,9 @@ struct Options {
   std::uint32_t pages = 1024;
   bool busy_poll = false;
   bool post_on_submit = false;  // EngineConfig::post_on_submit
+  // EngineConfig::metrics on both sides; --no-metrics measures what counting costs
+  // (docs/observability.md).
+  bool metrics = true;
   // How the imm op's waiters wait: "progress" (TransferEngine::progress in the wait loop) or
   // "worker" (poll the ImmCounter, the worker threads deliver).
   std::string imm_wait = "progress";

@@ -55,6 +55,7 @@ nlohmann::json machine(const Options& opt, const SweepResult& r) {
           {"window", opt.window},
           {"busy_poll", opt.busy_poll},
           {"post_on_submit", opt.post_on_submit},
+          {"metrics", opt.metrics},
           {"imm_wait", opt.imm_wait},
           {"pin_processes", opt.pin_processes},
           {"threads", opt.threads},

@@ -38,6 +38,7 @@ fabric::EngineConfig engine_config(const SideConfig& cfg) {
   c.bind_address = cfg.bind_address;
   c.busy_poll = cfg.busy_poll;
   c.post_on_submit = cfg.post_on_submit;
+  c.metrics = cfg.metrics;
   if (cfg.verbs) c.backend = fabric::Backend::verbs;
   c.record_post_timings = cfg.record_post_timings;
   if (!cfg.nics.empty()) {

@@ -30,6 +30,7 @@ struct SideConfig {
   std::size_t buffer_bytes = 64u << 20;
   bool busy_poll = false;
   bool post_on_submit = false;
+  bool metrics = true;  // EngineConfig::metrics
   // >= 0: once the engine's threads exist, pin this (the calling) thread
   // here. The raw loop runs on it; the engine's threads keep floating.
   int pin_cpu = -1;

@@ -408,6 +408,7 @@ static SideConfig side_config(const Options& opt) {
   cfg.bind_address = opt.bind;
   cfg.busy_poll = opt.busy_poll;
   cfg.post_on_submit = opt.post_on_submit;
+  cfg.metrics = opt.metrics;
   cfg.verbs = opt.backend == "verbs";
   cfg.verbs_ack_timeout = opt.verbs_ack_timeout;
   cfg.nics = opt.nics;
