@@ -47,6 +47,7 @@ def main() -> int:
         ax.set_ylabel(unit)
         ax.set_title(title)
         ax.grid(alpha=0.3)
+    ttft.set_yscale("log")  # c=16 queues on the one prefill core: seconds, beside c=1's 0.2 s
     ttft.legend(fontsize=7)
     tput.legend(fontsize=7)
     m = r["model"]
