@@ -16,6 +16,17 @@ test -f "$prefix/usr/include/fabric/fabric.hpp"
 libdir=$(dirname "$(find "$prefix/usr" -name libfabric_lib.a)")
 test -n "$libdir"
 
+# The tools, in a build that has them (FABRIC_BUILD_TOOLS), run from the prefix; once, with the
+# library-alone consumer. fabric-bench's --help names the scripts it would run: the prefix's.
+if [ "$consumer" = consumer ] && [ -x "$build/tools/fabric-bench" ]; then
+  echo "== $prefix/usr/bin/fabric-info, fabric-bench"
+  "$prefix/usr/bin/fabric-info" --help >/dev/null
+  "$prefix/usr/bin/fabric-info" --json | grep -q '"groups"'
+  "$prefix/usr/bin/fabric-bench" --help >"$prefix/bench-help.txt"
+  grep -qF "Scripts: $prefix/usr/share/fabric-lib/bench/plot.py (--plot), $prefix/usr/share/fabric-lib/bench/peer_bench.py (--peer)" \
+    "$prefix/bench-help.txt"
+fi
+
 echo "== find_package(fabric) for $consumer"
 cmake -S "$src/tests/install/$consumer" -B "$prefix/cmake-build" -G Ninja \
   -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_PREFIX_PATH="$prefix/usr" >/dev/null

@@ -12,6 +12,7 @@
 #include "options.hpp"
 #include "peer_runs.hpp"
 #include "report.hpp"
+#include "scripts.hpp"
 #include "sizes.hpp"
 #include "sweep.hpp"
 
@@ -125,6 +126,9 @@ int main(int argc, char** argv) {
   }
   app.add_option("--peer-python", opt.peer_python,
                  "interpreter for --peer (default: $FABRIC_BENCH_PEER_PYTHON, else python3)");
+  // Which copies --plot and --peer run: an installed prefix's or the source tree's.
+  app.footer(fmt::format("Scripts: {} (--plot), {} (--peer)", bench::plot_script(),
+                         bench::peer_script()));
   CLI11_PARSE(app, argc, argv);
   opt.pin_processes = !no_pin;
 

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "scripts.hpp"
+
 namespace bench {
 
 namespace {
@@ -73,7 +75,7 @@ PeerRun run_one(const Options& opt, const std::string& peer, const std::string& 
   const std::string command = fmt::format(
       "timeout -k 10 {} {} {} --peer {} --transport {} --single-sizes '{}' --page-sizes '{}' "
       "--pages {} --window {} --reps {}{}",
-      opt.quick ? 300 : 1800, shell_quote(opt.peer_python), shell_quote(FABRIC_BENCH_PEER_SCRIPT),
+      opt.quick ? 300 : 1800, shell_quote(opt.peer_python), shell_quote(peer_script()),
       shell_quote(peer), transport, join(singles), join(pages), opt.pages, opt.window, reps,
       opt.quick ? " --quick" : "");
   fmt::print(stderr, "fabric-bench: --peer {}: {}\n", peer, command);

@@ -14,6 +14,7 @@
 
 #include "common/stats.hpp"
 #include "fabric/version.hpp"
+#include "scripts.hpp"
 
 namespace bench {
 
@@ -231,7 +232,7 @@ void write_json(const Options& opt, const SweepResult& r, const std::vector<Peer
 
 void plot(const std::string& json_path, const std::string& png_path) {
   // Debian's matplotlib lives under the system interpreter, not a venv's.
-  const std::string cmd = fmt::format("/usr/bin/python3 '{}' '{}' '{}'", FABRIC_BENCH_PLOT_SCRIPT,
+  const std::string cmd = fmt::format("/usr/bin/python3 '{}' '{}' '{}'", plot_script(),
                                       json_path, png_path);
   const int rc = std::system(cmd.c_str());
   if (rc != 0) {
