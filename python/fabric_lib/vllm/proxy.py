@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import json
 import logging
+import time
 from typing import Any
 
 import aiohttp
@@ -120,10 +121,13 @@ class Proxy:
             return UpstreamError(400, "proxy", None, "the request body must be a JSON object",
                                  "bad_request").response()
         headers = {h: request.headers[h] for h in FORWARDED_HEADERS if h in request.headers}
+        started = time.monotonic()
         try:
             with self.prefill.use() as upstream:
                 answer = await self._post_json(upstream, path, prefill_body(body), headers,
                                                "prefill")
+            log.debug("%s prefill on %s: %.3f s, kv_transfer_params %s", path, upstream.url,
+                      time.monotonic() - started, answer.get("kv_transfer_params"))
             returned = answer.get("kv_transfer_params")
             if returned is not None and not isinstance(returned, dict):
                 raise UpstreamError(502, "prefill", upstream.url,
@@ -135,6 +139,8 @@ class Proxy:
                                               decode_body(body, returned), headers)
                 answer = await self._post_json(upstream, path, decode_body(body, returned),
                                                headers, "decode")
+                log.debug("%s decode on %s: done %.3f s after the prefill began", path,
+                          upstream.url, time.monotonic() - started)
                 return web.json_response(answer)
         except UpstreamError as e:
             log.warning("%s %s failed: %s leg: %s", request.method, path, e.leg, e)
@@ -245,8 +251,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--timeout-s", type=float, default=600.0,
                         help="bound on each wait for an upstream (a whole answer, or the gap "
                              "between two streamed chunks)")
+    parser.add_argument("--log-level", default="info",
+                        choices=("debug", "info", "warning", "error"),
+                        help="debug: each request's legs, where and how long")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.basicConfig(level=getattr(logging, args.log_level.upper()),
+                        format="%(asctime)s %(name)s %(message)s")
     proxy = Proxy(Pool(args.prefill, args.policy), Pool(args.decode, args.policy),
                   args.connect_timeout_s, args.timeout_s)
     log.info("prefill %s, decode %s, policy %s", args.prefill, args.decode, args.policy)
