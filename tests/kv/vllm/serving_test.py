@@ -457,7 +457,9 @@ def main() -> int:
         except Exception as e:  # noqa: BLE001 - reported with every log
             run.failures.append(f"{type(e).__name__}: {e}")
         finally:
-            for p in run.procs:
+            # Consumers before producers: a producer gone first would be reported "silent" by
+            # the consumers still running (after the log check, but it reads like a finding).
+            for p in reversed(run.procs):
                 p.close()
         keep = os.environ.get("FABRIC_TEST_KEEP_LOGS")  # a directory to copy the logs to
         if keep:
