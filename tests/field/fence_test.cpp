@@ -54,7 +54,10 @@ void FenceInFlight::run(bool revoke) {
   ASSERT_TRUE(ch.expect("posted", kWait)) << ch.last_error();
   // The stream is flowing: the first WRITE has landed, the others are in flight.
   ASSERT_TRUE((*arrivals)->wait(1, kWait).ok());
-  const Status revoked = revoke ? engine->dereg_mr(reg->handle) : Status::success();
+  // Not on shm, where fencing is impossible anyway: a WRITE refused there for a revoked key is
+  // never answered and wedges the writer's endpoint (finding 3), so the writer's report would
+  // only wait that out.
+  const Status revoked = revoke && !shm() ? engine->dereg_mr(reg->handle) : Status::success();
   ASSERT_TRUE(revoked.ok()) << revoked.to_string();
   const Status fenced = engine->fence_peer(addr);
   const std::uint64_t landed_at_fence = (*arrivals)->value();

@@ -27,8 +27,9 @@ long open_fds() {
   return n - 1;  // the directory's own descriptor
 }
 
-std::unique_ptr<TransferEngine> FieldTest::make_engine() const {
-  auto made = TransferEngine::create(engine_config(provider()));
+std::unique_ptr<TransferEngine> FieldTest::make_engine(
+    std::chrono::milliseconds request_timeout) const {
+  auto made = TransferEngine::create(engine_config(provider(), request_timeout));
   if (made.ok()) return std::move(made).value();
   ADD_FAILURE() << "TransferEngine::create(" << provider() << "): " << made.status().to_string();
   return nullptr;

@@ -26,7 +26,8 @@ class FieldTest : public ::testing::TestWithParam<std::string> {
   [[nodiscard]] const std::string& provider() const { return GetParam(); }
   [[nodiscard]] bool shm() const { return provider() == "shm"; }
   // This process's engine on the provider; nullptr after recording why it could not start.
-  [[nodiscard]] std::unique_ptr<TransferEngine> make_engine() const;
+  [[nodiscard]] std::unique_ptr<TransferEngine> make_engine(
+      std::chrono::milliseconds request_timeout = kRequestTimeout) const;
 };
 
 #define FABRIC_FIELD_PROVIDERS(Suite)                                         \

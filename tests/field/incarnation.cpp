@@ -18,11 +18,16 @@ Incarnation::Incarnation(std::uint64_t id, const std::string& provider)
 }
 
 ::testing::AssertionResult Incarnation::connect() {
-  auto desc = process_.channel().recv_desc(kWait);
+  // A start-up bound, not a claim: an engine starts in about 0.4 s alone, but the suite also
+  // runs at load averages of 30-50 beside other builds, where one start took over 20 s.
+  constexpr std::chrono::seconds kStartBound{60};
+  auto desc = process_.channel().recv_desc(kStartBound);
   if (!desc) {
+    const std::string threads = describe_threads(process_.pid());
     return ::testing::AssertionFailure() << "peer " << id_ << " sent no MrDesc: "
-                                         << process_.channel().last_error() << "; process "
-                                         << process_.wait_exit(kWait).to_string();
+                                         << process_.channel().last_error()
+                                         << "; its threads (tid state wchan): " << threads
+                                         << "; process " << process_.wait_exit(kWait).to_string();
   }
   dst_ = *desc;
   return ::testing::AssertionSuccess();

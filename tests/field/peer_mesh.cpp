@@ -6,7 +6,12 @@
 
 namespace fabric::field {
 
-int run_mesh(proc::Channel& ch, const EngineConfig& config) {
+int run_mesh(proc::Channel& ch, const EngineConfig& given) {
+  // The case bounds how long all pairs take to connect (many_engines_test.cpp), so one slow
+  // first contact must not fail as a dead peer first: 32 processes starting on 2 loaded cores
+  // left peers silent past 5 s.
+  EngineConfig config = given;
+  config.request_timeout = std::chrono::seconds(80);
   auto made = TransferEngine::create(config);
   CHILD_REQUIRE(made.ok(), made.status().to_string());
   auto engine = std::move(made).value();

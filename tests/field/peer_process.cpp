@@ -1,5 +1,6 @@
 #include "peer_process.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -71,6 +72,26 @@ test::ChildProcess spawn_peer(const PeerSpec& spec) {
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) throw std::system_error(rc, std::generic_category(), "posix_spawn " FABRIC_FIELD_PEER);
   return test::ChildProcess(pid, proc::Channel(ours.release()));
+}
+
+std::string describe_threads(pid_t pid) {
+  const std::string task = "/proc/" + std::to_string(pid) + "/task";
+  std::string out;
+  DIR* dir = ::opendir(task.c_str());
+  if (dir == nullptr) return "(no /proc entry)";
+  while (const dirent* e = ::readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream stat(task + "/" + e->d_name + "/stat");
+    std::ifstream wchan(task + "/" + e->d_name + "/wchan");
+    std::string s, w;
+    std::getline(stat, s);
+    std::getline(wchan, w);
+    const auto close = s.rfind(')');
+    const char state = close != std::string::npos && close + 2 < s.size() ? s[close + 2] : '?';
+    out += std::string(out.empty() ? "" : "; ") + e->d_name + " " + state + " " + (w.empty() ? "-" : w);
+  }
+  ::closedir(dir);
+  return out;
 }
 
 bool is_stopped(pid_t pid) {

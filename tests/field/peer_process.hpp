@@ -21,6 +21,10 @@ struct PeerSpec {
 // Throws std::system_error when it cannot be started.
 test::ChildProcess spawn_peer(const PeerSpec& spec);
 
+// What each thread of the process is doing, from /proc: "tid state wchan; ..." (for a peer that
+// does not answer).
+std::string describe_threads(pid_t pid);
+
 // Whether the process is in the stopped state ('T' in /proc/PID/stat), for SIGSTOP cases.
 bool is_stopped(pid_t pid);
 
