@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "fabric/channel.hpp"
 #include "fabric/completion.hpp"
 #include "fabric/device.hpp"
 #include "fabric/domain_nic.hpp"
@@ -88,6 +89,9 @@ struct EngineConfig {
   // Submissions accepted but not yet completed, per engine, before submit_*
   // returns Errc::again.
   std::uint32_t max_outstanding_requests = 16384;
+  // Receive buffers (each max_message_size bytes) of the one pool all channels share, posted
+  // when the first channel opens (TransferEngine::channel).
+  std::uint32_t channel_recv_buffers = 64;
   // Registered staging slots for outgoing SENDs (each max_message_size bytes).
   std::uint32_t send_slots = 64;
   // Worker idle policy: spin this long after the last activity, then yield,
@@ -207,8 +211,15 @@ class TransferEngine {
   // All submit_* calls return at once. A non-ok return means nothing was sent
   // and on_done will not be called; otherwise on_done is delivered exactly once.
   Status submit_send(const NetAddr& to, std::span<const std::byte> message, OnDone on_done);
-  // Posts `count` buffers of `len` bytes (len >= config().max_message_size).
+  // Posts `count` buffers of `len` bytes (len >= config().max_message_size). Unaddressed: every
+  // SEND to this engine may land in them, so an engine with channels open refuses them.
   Status submit_recvs(std::size_t len, std::uint32_t count, RecvCallback on_recv);
+  // Opens the channel `name` (fabric/channel.hpp, docs/api.md "Channels"): its messages reach
+  // on_message with the sender's address; other channels' messages never do. invalid_argument
+  // naming the channel when it is open already, when options ask for more than the engine's
+  // max_message_size leaves after the header, or when this engine has submit_recvs pools.
+  Result<Channel> channel(std::string name, ChannelCallback on_message,
+                          const ChannelOptions& options = {});
   Status submit_single_write(const SingleWrite& request, OnDone on_done);
   Status submit_paged_writes(const PagedWrite& request, OnDone on_done);
   Status submit_imm(std::uint32_t imm, const MrDesc& dst, OnDone on_done);

@@ -2,6 +2,7 @@
 // Umbrella header for fabric-lib.
 
 #include "fabric/backends.hpp"
+#include "fabric/channel.hpp"
 #include "fabric/completion.hpp"
 #include "fabric/device.hpp"
 #include "fabric/engine.hpp"

@@ -42,6 +42,7 @@ struct EngineMetrics {
   std::uint64_t registered_bytes = 0;    // their bytes
   std::uint64_t imms_received = 0;       // WRITE-with-imm arrivals counted
   std::uint64_t messages_received = 0;   // SENDs delivered to receive callbacks
+  std::uint64_t messages_unrouted = 0;   // channel pool messages for no open channel, dropped
   std::uint64_t peers_fenced = 0;        // fence_peer calls that succeeded
 };
 

@@ -245,6 +245,30 @@ class ImmReservation:
     def __enter__(self) -> Self: ...
     def __exit__(self, *args: object) -> bool: ...
 
+class Channel:
+    """A named channel on an engine (Engine.channel): messages sent on it reach only the channel of the same name on the peer. Closed by close(), on leaving a with block, or when collected."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def id(self) -> int:
+        """The id on the wire: FNV-1a (64-bit) of the name."""
+
+    @property
+    def max_message_size(self) -> int:
+        """Largest payload send() takes."""
+
+    @property
+    def is_open(self) -> bool: ...
+    def send(self, to: NetAddr, data: Buffer, *, callback: _DoneCallback | None = None) -> Transfer:
+        """Copies data (bytes-like) and sends it to the channel of this name on `to`; InvalidArgumentError naming the channel when it exceeds max_message_size or the channel is closed."""
+
+    def close(self) -> None:
+        """Closes the channel: its callback is not called again and its name is free; idempotent."""
+
+    def __enter__(self) -> Self: ...
+    def __exit__(self, *args: object) -> bool: ...
+
 class ImmCounter:
     """Pollable count of WRITE-with-immediate arrivals of one imm value (Engine.imm_counter)."""
 
@@ -368,8 +392,17 @@ class Engine:
     def reserve_imms(self, count: int, owner: str) -> ImmReservation:
         """Reserves a block of `count` immediate values for `owner` (one block per owner name), at or above 2**20; the values below stay free for programs that pick their own. Workloads sharing the engine count only their own block's values."""
 
+    def channel(
+        self,
+        name: str,
+        callback: Callable[[memoryview, NetAddr], object],
+        *,
+        max_message_size: int = 0,
+    ) -> Channel:
+        """Opens the channel `name`: callback(message: memoryview, sender: NetAddr) runs on the callback thread for each message sent to it (the memoryview is valid only during the call); channel.send(sender, ...) answers. max_message_size 0: the most the engine's max_message_size leaves after the channel header. InvalidArgumentError naming the channel when it is open already."""
+
     def metrics(self) -> dict[str, Any]:
-        """A snapshot of what the engine has done, as a dict: requests (per kind: ok, failed, bytes_ok), latency (buckets as (upper bound in s, cumulative count), count, sum_seconds; submit to completion), in_flight, registrations, registered_bytes, imms_received, messages_received, peers_fenced. fabric_lib.metrics exports it to Prometheus."""
+        """A snapshot of what the engine has done, as a dict: requests (per kind: ok, failed, bytes_ok), latency (buckets as (upper bound in s, cumulative count), count, sum_seconds; submit to completion), in_flight, registrations, registered_bytes, imms_received, messages_received, messages_unrouted, peers_fenced. fabric_lib.metrics exports it to Prometheus."""
 
     def fence_peer(self, peer: NetAddr) -> None:
         """Once it returns, no WRITE or SEND from `peer` lands here any more, not even one it posted before, and operations to it fail (docs/api.md, "Fencing a peer"). UnsupportedError where the provider cannot stop a peer's writes (shm)."""

@@ -12,7 +12,7 @@ Families (label ``engine`` is the engine's instance id, one value per engine of 
 - ``fabric_request_latency_seconds``: submit to completion, all kinds (histogram);
 - ``fabric_in_flight_requests``, ``fabric_registrations``, ``fabric_registered_bytes`` (gauges);
 - ``fabric_imms_received_total``, ``fabric_messages_received_total``,
-  ``fabric_peers_fenced_total``.
+  ``fabric_messages_unrouted_total``, ``fabric_peers_fenced_total``.
 
 ``register_workload(workload, name)`` adds a weights Trainer or Receiver (``fabric_weights_*``)
 or a moe Buffer (``fabric_moe_*``), label ``workload``; see _workload_metrics.FAMILIES.
@@ -96,6 +96,11 @@ class EngineCollector(Collector):
             ),
             "messages_received": CounterMetricFamily(
                 "fabric_messages_received", "Messages handed to receive callbacks", labels=["engine"]
+            ),
+            "messages_unrouted": CounterMetricFamily(
+                "fabric_messages_unrouted",
+                "Channel messages for no channel open here, dropped",
+                labels=["engine"],
             ),
             "peers_fenced": CounterMetricFamily(
                 "fabric_peers_fenced", "Peers fenced (fence_peer)", labels=["engine"]

@@ -40,13 +40,19 @@ void release_view(const py::object& view) {
   throw py::error_already_set();
 }
 
-void call_with_view(py::handle fn, std::span<const std::byte> data) {
+}  // namespace
+
+void call_with_view(py::handle fn, std::span<const std::byte> data, py::handle sender) {
   auto view = py::reinterpret_steal<py::object>(
       PyMemoryView_FromMemory(const_cast<char*>(reinterpret_cast<const char*>(data.data())),
                               static_cast<Py_ssize_t>(data.size()), PyBUF_READ));
   if (!view) throw py::error_already_set();
   try {
-    fn(view);
+    if (sender) {
+      fn(view, sender);
+    } else {
+      fn(view);
+    }
   } catch (py::error_already_set&) {
     PyObject* ignored = PyObject_CallMethod(view.ptr(), "release", nullptr);
     if (ignored == nullptr) PyErr_Clear();
@@ -55,8 +61,6 @@ void call_with_view(py::handle fn, std::span<const std::byte> data) {
   }
   release_view(view);
 }
-
-}  // namespace
 
 std::unique_ptr<PyEngine> make_engine(
     const std::string& provider, std::int64_t domains_per_group, const std::string& bind_address,

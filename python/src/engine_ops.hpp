@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,10 @@ void dereg_mr(PyEngine& self, const PyMrHandle& handle);
 
 std::shared_ptr<Transfer> send(PyEngine& self, const NetAddr& to, BufferArg data,
                                const pybind11::object& callback);
+// Calls fn(message) (or fn(message, sender) when sender is given) with a read-only memoryview of
+// `data`, released when fn returns: the engine re-posts the buffer behind it. GIL held.
+void call_with_view(pybind11::handle fn, std::span<const std::byte> data,
+                    pybind11::handle sender = pybind11::handle());
 void submit_recvs(PyEngine& self, std::int64_t length, std::int64_t count,
                   const pybind11::object& callback);
 

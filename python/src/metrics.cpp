@@ -40,6 +40,7 @@ py::dict metrics(PyEngine& self) {
   out["registered_bytes"] = m.registered_bytes;
   out["imms_received"] = m.imms_received;
   out["messages_received"] = m.messages_received;
+  out["messages_unrouted"] = m.messages_unrouted;
   out["peers_fenced"] = m.peers_fenced;
   return out;
 }
@@ -52,7 +53,7 @@ void bind_metrics(py::module_& m) {
              "A snapshot of what the engine has done, as a dict: requests (per kind: ok, failed, "
              "bytes_ok), latency (buckets as (upper bound in s, cumulative count), count, "
              "sum_seconds; submit to completion), in_flight, registrations, registered_bytes, "
-             "imms_received, messages_received, peers_fenced. fabric_lib.metrics exports it to "
+             "imms_received, messages_received, messages_unrouted, peers_fenced. fabric_lib.metrics exports it to "
              "Prometheus.");
 }
 

@@ -23,6 +23,7 @@ void bind_imm_reservation(pybind11::module_& m);  // imm_reservation.cpp
 void bind_metrics(pybind11::module_& m);          // metrics.cpp
 void bind_kv(pybind11::module_& m);               // kv_module.cpp
 void bind_moe(pybind11::module_& m);              // moe/module.cpp
+void bind_channel(pybind11::module_& m);          // channel.cpp
 }
 
 namespace {
@@ -62,6 +63,7 @@ PYBIND11_MODULE(_native, m) {
   bind_kv(kv);
   auto moe = add_package_module(m, "_moe", "fabric_lib.moe._moe");
   bind_moe(moe);
+  bind_channel(m);  // methods of Engine: after bind_engine
   m.def(
       "library_threads",
       [] {

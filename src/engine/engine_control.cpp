@@ -21,6 +21,7 @@ void TransferEngine::stop() {
   std::lock_guard lock(impl_->stop_mutex);
   if (impl_->stopped) return;
   impl_->stopped = true;
+  impl_->channels->detach();
   impl_->accepting.store(false, std::memory_order_seq_cst);
   while (impl_->entering.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
   {
@@ -72,6 +73,7 @@ std::vector<PostTiming> TransferEngine::take_post_timings() {
 
 EngineMetrics TransferEngine::metrics() const {
   EngineMetrics m;
+  m.messages_unrouted = impl_->channels->unrouted();
   for (const auto& w : impl_->workers) {
     w->request_metrics().add_to(m);
     m.messages_received += w->receives().delivered();

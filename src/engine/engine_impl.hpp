@@ -13,6 +13,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "engine/channel_router.hpp"
 #include "engine/engine_metrics.hpp"
 #include "engine/engine_shared.hpp"
 #include "engine/group_plan.hpp"
@@ -23,6 +24,13 @@
 #include "watcher/watcher_thread.hpp"
 
 namespace fabric {
+
+namespace engine {
+// What receives this engine's SENDs: nothing yet, submit_recvs pools or the channels' pool.
+inline constexpr std::uint8_t kReceiveNone = 0;
+inline constexpr std::uint8_t kReceiveRaw = 1;
+inline constexpr std::uint8_t kReceiveChannels = 2;
+}  // namespace engine
 
 struct TransferEngine::Impl {
   Impl(const EngineConfig& c, ThreadCpus t)
@@ -60,6 +68,10 @@ struct TransferEngine::Impl {
   engine::EngineCounters counters;
   // Reserved immediate blocks (reserve_imms); shared so a reservation can outlive the engine.
   std::shared_ptr<detail::ImmSpace> imm_space = std::make_shared<detail::ImmSpace>();
+
+  // Open channels and their routed receive pool (TransferEngine::channel).
+  std::shared_ptr<engine::ChannelRouter> channels = std::make_shared<engine::ChannelRouter>(*this);
+  std::atomic<std::uint8_t> receive_mode{engine::kReceiveNone};
 
   std::mutex counters_mutex;
   std::unordered_set<std::uint32_t> counter_imms;

@@ -87,6 +87,13 @@ Status TransferEngine::submit_recvs(std::size_t len, std::uint32_t count, RecvCa
   }
   if (count == 0) return {Errc::invalid_argument, "submit_recvs needs count > 0"};
   if (!on_recv) return {Errc::invalid_argument, "submit_recvs needs a callback"};
+  std::uint8_t mode = engine::kReceiveNone;
+  if (!impl_->receive_mode.compare_exchange_strong(mode, engine::kReceiveRaw) &&
+      mode != engine::kReceiveRaw) {
+    return {Errc::invalid_argument,
+            "this engine receives on channels, whose messages raw submit_recvs pools would "
+            "take without routing them: an engine receives either raw or on channels"};
+  }
   auto* worker = &impl_->group0();
   auto result = worker->call<bool>(
       [worker, len, count, cb = std::move(on_recv)]() mutable -> Result<bool> {

@@ -118,15 +118,18 @@ BidirFigures engine_bidir_writes(Side& s, const Peer& peer, Link& link, const Wr
 }
 
 Figures engine_sends(Side& s, const Peer& peer, Link& link, const WriteRound& r,
-                     bool& verified) {
+                     bool& verified, const ChannelRoute* via) {
   const fabric::NetAddr& to = peer.eng_buf.owner();
   const std::span<const std::byte> msg(s.buf.data, r.size);
-  link.send(fmt::format("eng_recv {}", r.count));
+  link.send(fmt::format("{} {}", via != nullptr ? "chan_recv" : "eng_recv", r.count));
   link.expect("ready", 30s);
   const std::uint64_t start = now_ns();
-  std::vector<std::uint64_t> lat = run_window(
-      r.count, r.window, "engine send",
-      [&](const auto& flag) { return s.engine->submit_send(to, msg, flag); });
+  std::vector<std::uint64_t> lat =
+      via != nullptr
+          ? run_window(r.count, r.window, "channel send",
+                       [&](const auto& flag) { return via->channel->send(via->to, msg, flag); })
+          : run_window(r.count, r.window, "engine send",
+                       [&](const auto& flag) { return s.engine->submit_send(to, msg, flag); });
   const std::string done = link.expect("done", 120s);
   const std::uint64_t elapsed = now_ns() - start;
   verified = done == fmt::format("done {:x}", checksum(s.buf.data, r.size));

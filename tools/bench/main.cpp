@@ -36,8 +36,9 @@ int main(int argc, char** argv) {
                  "with ib_write_bw: tools/bench/verbs-vm.sh)")
       ->check(CLI::IsMember({"libfabric", "verbs"}));
   app.add_option("--ops", opt.ops,
-                 "single_write, paged_write, single_read, paged_read, imm, sendrecv, scatter (1, "
-                 "2, 4 target processes)")->delimiter(',');
+                 "single_write, paged_write, single_read, paged_read, imm, sendrecv, "
+                 "sendrecv_addressed (sendrecv on a channel, alternating with sendrecv), scatter "
+                 "(1, 2, 4 target processes)")->delimiter(',');
   app.add_flag("--quick", opt.quick, "few sizes, short rounds (CI smoke)");
   app.add_option("--sizes", opt.sizes,
                  "single_write sizes: a list (4K,64K,1M), a range of powers of two (4K-64M) or "

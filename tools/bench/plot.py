@@ -49,6 +49,7 @@ def main():
                         label="raw libfabric, avg")
         ax.set_xscale("log", base=2)
         ax.set_xlabel({"paged_write": "page size (bytes)", "sendrecv": "message size (bytes)",
+                       "sendrecv_addressed": "message size (bytes)",
                        "scatter": "peers (%s B slice each)" % pts[0]["size"]}
                       .get(op, "write size (bytes)"))
         ax.set_ylabel("Gbit/s (1e9 bit/s); peak: best round, avg: all rounds")

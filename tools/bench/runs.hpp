@@ -46,9 +46,18 @@ Figures raw_writes(Side& s, const Peer& peer, Link& link, const WriteRound& r);
 
 BidirFigures engine_bidir_writes(Side& s, const Peer& peer, Link& link, const WriteRound& r);
 
+// Where addressed SENDs go: `channel` on the initiator's engine, to the target's second engine,
+// which receives on a channel of the same name (TransferEngine::channel).
+struct ChannelRoute {
+  fabric::Channel* channel = nullptr;
+  fabric::NetAddr to;
+};
+
 // Engine SENDs of `r.size` bytes, `r.window` deep; returns false in
-// `verified` when the target's checksum of the last message differs.
-Figures engine_sends(Side& s, const Peer& peer, Link& link, const WriteRound& r, bool& verified);
+// `verified` when the target's checksum of the last message differs. With `via`, the same
+// SENDs on a channel (sendrecv_addressed), so the two differ only by the channel path.
+Figures engine_sends(Side& s, const Peer& peer, Link& link, const WriteRound& r, bool& verified,
+                     const ChannelRoute* via = nullptr);
 
 // Immediate-only round trips, one at a time. caller_progress: both sides wait for the pong
 // (ping) in TransferEngine::progress() instead of leaving the worker threads to deliver it.

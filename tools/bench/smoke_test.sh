@@ -49,14 +49,16 @@ out=$(mktemp)
 "$bench" --listen 127.0.0.1:0 --provider shm $patient >"$out" 2>&1 &
 server=$!
 port=$(sh "$(dirname "$0")/../common/listening-port.sh" "$out" "$server") || exit 1
-"$bench" --connect "127.0.0.1:$port" --provider shm --quick $patient --ops single_write,imm \
+# sendrecv_addressed: the server opens its channel engine on the client's request.
+"$bench" --connect "127.0.0.1:$port" --provider shm --quick $patient \
+  --ops single_write,imm,sendrecv_addressed \
   --json "$json.client"
 wait "$server" || { cat "$out"; echo "fabric_bench_smoke: the server role failed" >&2; exit 1; }
 server=
 /usr/bin/python3 - "$json.client" <<'PY'
 import json, sys
 rows = json.load(open(sys.argv[1]))["results"]
-assert {r["op"] for r in rows} == {"single_write", "imm"}, rows
+assert {r["op"] for r in rows} == {"single_write", "imm", "sendrecv_addressed"}, rows
 assert all(r["verified"] for r in rows), rows
 print("fabric_bench_smoke: server/client %d rows ok" % len(rows))
 PY

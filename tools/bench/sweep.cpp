@@ -57,6 +57,10 @@ std::uint64_t iterations_for(std::uint64_t bytes_per_op, bool quick, std::uint64
 }
 
 // Bits over time across rounds, for BW average.
+bool wants(const Options& opt, const std::string& op) {
+  return std::find(opt.ops.begin(), opt.ops.end(), op) != opt.ops.end();
+}
+
 struct Mean {
   double bits = 0, seconds = 0;
   void add(const Figures& f) {
@@ -306,29 +310,62 @@ class Session {
     return row;
   }
 
-  Row sendrecv(std::uint64_t size) {
+  // The sendrecv row of `size`, and with `addressed` the sendrecv_addressed row of the same
+  // messages on a channel: their rounds alternate, so both rows see the same machine.
+  std::vector<Row> sendrecv(std::uint64_t size, bool addressed) {
     WriteRound r;
     r.size = size;
     r.window = opt_.window;
     r.count = std::min<std::uint64_t>(iterations(size), opt_.quick ? 2000 : 20000);
-    Row row{"sendrecv", size, 1, r.count, {}, {}, true};
-    row.has_raw = false;
-    Mean mean;
-    for (std::uint32_t rep = 0; rep < reps(); ++rep) {
-      fill_pattern(s_.buf.data, size, ++seed_);
-      bool ok = true;
-      if (rep == 0) {
-        WriteRound warm = r;
-        warm.count = std::max<std::uint64_t>(1, r.count / 8);
-        (void)engine_sends(s_, peer_, link_, warm, ok);
-      }
-      const Figures f = engine_sends(s_, peer_, link_, r, ok);
-      if (!ok) throw std::runtime_error(fmt::format("sendrecv {} B: message bytes differ", size));
-      mean.add(f);
-      if (f.gbps > row.engine.gbps) row.engine = f;
+    std::vector<Row> rows;
+    std::vector<Mean> means(addressed ? 2 : 1);
+    for (const char* op : {"sendrecv", "sendrecv_addressed"}) {
+      if (rows.size() == means.size()) break;
+      rows.push_back(Row{op, size, 1, r.count, {}, {}, true});
+      rows.back().has_raw = false;
     }
-    row.engine_avg_gbps = mean.gbps();
-    return row;
+    const ChannelRoute* via = addressed ? &channel_route() : nullptr;
+    // The channel header takes part of max_message_size: no addressed row above what is left.
+    if (via != nullptr && size > via->channel->max_message_size()) {
+      rows.pop_back();
+      means.pop_back();
+    }
+    for (std::uint32_t rep = 0; rep < reps(); ++rep) {
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        const ChannelRoute* route = i == 1 ? via : nullptr;
+        fill_pattern(s_.buf.data, size, ++seed_);
+        bool ok = true;
+        if (rep == 0) {
+          WriteRound warm = r;
+          warm.count = std::max<std::uint64_t>(1, r.count / 8);
+          (void)engine_sends(s_, peer_, link_, warm, ok, route);
+        }
+        const Figures f = engine_sends(s_, peer_, link_, r, ok, route);
+        if (!ok) {
+          throw std::runtime_error(fmt::format("{} {} B: message bytes differ", rows[i].op, size));
+        }
+        means[i].add(f);
+        if (f.gbps > rows[i].engine.gbps) rows[i].engine = f;
+      }
+    }
+    for (std::size_t i = 0; i < rows.size(); ++i) rows[i].engine_avg_gbps = means[i].gbps();
+    return rows;
+  }
+
+  // The target's channel engine and our channel to it, opened once.
+  const ChannelRoute& channel_route() {
+    if (!route_.channel) {
+      link_.send("chan_open");
+      const std::string reply = link_.expect("chan", 60s);
+      auto to = fabric::NetAddr::parse(reply.substr(reply.find(' ') + 1));
+      if (!to) throw std::runtime_error("chan_open: " + to.status().to_string());
+      auto opened = s_.engine->channel("bench", [](const fabric::ChannelMessage&) {});
+      if (!opened) throw std::runtime_error("channel 'bench': " + opened.status().to_string());
+      channel_ = std::move(opened).value();
+      route_.channel = &channel_;
+      route_.to = std::move(to).value();
+    }
+    return route_;
   }
 
   void bye() {
@@ -384,6 +421,8 @@ class Session {
   Peer peer_;
   std::vector<Peer> peers_;
   std::vector<Link*> links_;
+  fabric::Channel channel_;  // sendrecv_addressed, opened by channel_route()
+  ChannelRoute route_;
   std::uint64_t seed_ = 0;
 };
 
@@ -457,7 +496,7 @@ SweepResult run_sweep(const Options& opt) {
       total += op == "single_write" ? single_sizes(opt).size() * (opt.bidir ? 2 : 1)
                : op == "single_read" ? single_sizes(opt).size()
                : op == "paged_write" || op == "paged_read" ? page_sizes(opt.quick).size()
-               : op == "sendrecv"    ? message_sizes(opt.quick).size()
+               : op == "sendrecv" || op == "sendrecv_addressed" ? message_sizes(opt.quick).size()
                : op == "scatter"     ? peer_counts.size()
                                      : 1;
     }
@@ -475,10 +514,16 @@ SweepResult run_sweep(const Options& opt) {
         }
         continue;
       }
-      if (op == "sendrecv") {
+      if (op == "sendrecv" || op == "sendrecv_addressed") {
+        // sendrecv_addressed runs inside the sendrecv sweep, alternating with it.
+        const bool addressed = wants(opt, "sendrecv_addressed");
+        if (op == "sendrecv_addressed" && wants(opt, "sendrecv")) continue;
         for (auto size : message_sizes(opt.quick)) {
-          result.rows.push_back(session.sendrecv(size));
-          progress(start, result.rows.size(), total, result.rows.back());
+          for (Row& row : session.sendrecv(size, addressed)) {
+            if (row.op == "sendrecv" && !wants(opt, "sendrecv")) continue;
+            result.rows.push_back(std::move(row));
+            progress(start, result.rows.size(), total, result.rows.back());
+          }
         }
         continue;
       }

@@ -4,6 +4,8 @@
 
 #include <array>
 #include <atomic>
+#include <memory>
+#include <optional>
 #include <span>
 #include <chrono>
 #include <sstream>
@@ -95,6 +97,11 @@ int run_target(const SideConfig& cfg, Link& link) {
   Peer peer = Peer::parse(link.recv(60s));
   if (s.raw) peer.raw_addr = s.raw->insert_peer(peer.raw_name);
   Receiver recv;
+  // sendrecv_addressed: a second engine like ours that receives on a channel (an engine receives
+  // either raw or on channels), opened on the first chan_open so other sweeps pay nothing.
+  Receiver chan_recv;
+  std::unique_ptr<fabric::TransferEngine> chan_engine;
+  std::optional<fabric::Channel> chan;
   must(s.engine->submit_recvs(s.engine->config().max_message_size, 64,
                               [&recv](std::span<const std::byte> m) { recv.on_message(m); }),
        "submit_recvs");
@@ -155,17 +162,30 @@ int run_target(const SideConfig& cfg, Link& link) {
         must(s.engine->submit_imm(kPong, peer.eng_imm, fabric::OnDone{}), "pong");
       }
       link.send("done");
-    } else if (verb == "eng_recv") {
-      const std::uint64_t goal = recv.got.load() + a;
-      recv.mark_sum.store(0);
-      recv.mark.store(goal);
+    } else if (verb == "chan_open") {
+      if (!chan_engine) {
+        auto created = fabric::TransferEngine::create(s.engine->config());
+        must(created.status(), "the channel engine");
+        chan_engine = std::move(created).value();
+        auto opened = chan_engine->channel(
+            "bench", [&chan_recv](const fabric::ChannelMessage& m) { chan_recv.on_message(m.data); });
+        must(opened.status(), "channel 'bench'");
+        chan.emplace(std::move(opened).value());
+      }
+      link.send("chan " + chan_engine->main_address().to_string());
+    } else if (verb == "eng_recv" || verb == "chan_recv") {
+      Receiver& rx = verb == "eng_recv" ? recv : chan_recv;
+      if (verb == "chan_recv" && !chan) throw std::runtime_error("chan_recv before chan_open");
+      const std::uint64_t goal = rx.got.load() + a;
+      rx.mark_sum.store(0);
+      rx.mark.store(goal);
       link.send("ready");
       const std::uint64_t deadline = now_ns() + std::chrono::nanoseconds(kRoundLimit).count();
-      while (recv.got.load(std::memory_order_acquire) < goal || recv.mark_sum.load() == 0) {
+      while (rx.got.load(std::memory_order_acquire) < goal || rx.mark_sum.load() == 0) {
         if (now_ns() > deadline) throw std::runtime_error("engine: messages missing");
         std::this_thread::yield();
       }
-      link.send(fmt::format("done {:x}", recv.mark_sum.load()));
+      link.send(fmt::format("done {:x}", rx.mark_sum.load()));
     } else if (verb == "raw_pong") {
       link.send("ready");
       raw_pong(s, peer, a);
