@@ -33,8 +33,6 @@ using StateCallback = std::function<void(const std::string& id, const RequestSta
 // 2 * heartbeat_interval + the engine's request_timeout is dead, and so are its requests.
 struct Liveness {
   std::chrono::milliseconds heartbeat_interval{1000};
-  // Unused: KV receives on the engine's channel "kv", whose buffers are the engine's shared
-  // channel pool (EngineConfig::channel_recv_buffers).
   std::uint32_t recv_buffers = 64;
 };
 
