@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/log.hpp"
+#include "verbs/verbs_error.hpp"
 
 namespace fabric::verbs {
 
@@ -91,8 +92,7 @@ Result<PortProbe> probe_port(ibv_context* ctx, const char* name, std::uint8_t po
                              std::optional<std::uint32_t> wanted_gid) {
   PortProbe probe;
   if (int rc = ibv_query_port(ctx, port, &probe.attr); rc != 0) {
-    return Status(Errc::provider,
-                  fmt::format("ibv_query_port({} port {}): {}", name, port, std::strerror(rc)));
+    return verbs_error(fmt::format("ibv_query_port({} port {})", name, port), rc);
   }
   const ibv_port_attr& attr = probe.attr;
   VerbsPortInfo& info = probe.info;
@@ -121,7 +121,7 @@ Result<DeviceListPtr> device_list(int& count) {
       count = 0;
       return DeviceListPtr(nullptr);
     }
-    return Status(Errc::provider, fmt::format("ibv_get_device_list: {}", std::strerror(err)));
+    return verbs_error("ibv_get_device_list", err);
   }
   return DeviceListPtr(list);
 }
@@ -185,11 +185,11 @@ Result<OpenedPort> open_port(const VerbsConfig& config, std::size_t domain_index
   OpenedPort out;
   out.context.reset(ibv_open_device(chosen.device));
   if (!out.context) {
-    return Status(Errc::provider, fmt::format("ibv_open_device({}): {}", chosen.probe.info.device,
-                                              std::strerror(errno)));
+    const int err = errno;  // before formatting the device's name can change it
+    return verbs_error(fmt::format("ibv_open_device({})", chosen.probe.info.device), err);
   }
   if (int rc = ibv_query_device(out.context.get(), &out.device_attr); rc != 0) {
-    return Status(Errc::provider, fmt::format("ibv_query_device: {}", std::strerror(rc)));
+    return verbs_error("ibv_query_device", rc);
   }
   out.info = chosen.probe.info;
   out.port = config.port;

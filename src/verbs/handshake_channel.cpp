@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "common/log.hpp"
+#include "verbs/verbs_error.hpp"
 
 namespace fabric::verbs {
 
@@ -17,11 +18,11 @@ Result<std::unique_ptr<HandshakeChannel>> HandshakeChannel::open(ibv_context* co
   ch->buffer_.resize(kDepth * (kRecvSlotBytes + Handshake::kBytes));
   ch->cq_.reset(ibv_create_cq(context, 2 * kDepth, nullptr, nullptr, 0));
   if (!ch->cq_) {
-    return Status(Errc::provider, fmt::format("ibv_create_cq(UD): {}", std::strerror(errno)));
+    return verbs_error("ibv_create_cq(UD)", errno);
   }
   ch->mr_.reset(ibv_reg_mr(pd, ch->buffer_.data(), ch->buffer_.size(), IBV_ACCESS_LOCAL_WRITE));
   if (!ch->mr_) {
-    return Status(Errc::provider, fmt::format("ibv_reg_mr(UD buffers): {}", std::strerror(errno)));
+    return verbs_error("ibv_reg_mr(UD buffers)", errno);
   }
   auto qp = create_ud_qp(pd, ch->cq_.get(), kDepth);
   if (!qp) return qp.status();
@@ -45,7 +46,7 @@ Status HandshakeChannel::post_recv(std::uint32_t slot) {
   wr.num_sge = 1;
   ibv_recv_wr* bad = nullptr;
   if (int rc = ibv_post_recv(qp_.get(), &wr, &bad); rc != 0) {
-    return Status(Errc::provider, fmt::format("ibv_post_recv(UD): {}", std::strerror(rc)));
+    return verbs_error("ibv_post_recv(UD)", rc);
   }
   return Status::success();
 }
@@ -71,7 +72,7 @@ Status HandshakeChannel::send(const Handshake& message, ibv_ah* ah, std::uint32_
   wr.wr.ud.remote_qkey = kHandshakeQkey;
   ibv_send_wr* bad = nullptr;
   if (int rc = ibv_post_send(qp_.get(), &wr, &bad); rc != 0) {
-    return Status(Errc::provider, fmt::format("ibv_post_send(UD): {}", std::strerror(rc)));
+    return verbs_error("ibv_post_send(UD)", rc);
   }
   free_send_slots_.pop_back();
   return Status::success();

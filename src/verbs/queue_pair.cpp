@@ -6,13 +6,11 @@
 #include <cerrno>
 #include <cstring>
 
+#include "verbs/verbs_error.hpp"
+
 namespace fabric::verbs {
 
 namespace {
-
-Status verbs_error(std::string_view call, int rc) {
-  return {Errc::provider, fmt::format("{}: {}", call, std::strerror(rc))};
-}
 
 ibv_ah_attr address_handle_attr(const LocalPort& local, const VerbsAddress& remote) {
   ibv_ah_attr ah{};

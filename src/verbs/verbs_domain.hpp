@@ -6,13 +6,15 @@
 // WRITE/WRITE_WITH_IMM on the other. Requests go only on the connection this
 // Domain initiated; the peer's connection to us only receives. That keeps
 // every queue pair with one owner who decides when it is usable, so neither
-// side ever posts to a queue pair the other end has not finished connecting. Both kinds of arrival consume receive work requests in posting
-// order, so each kind gets its own shared receive queue: message buffers on
-// one, buffer-less receives for immediates on the other.
+// side ever posts to a queue pair the other end has not finished connecting.
+// Both kinds of arrival consume receive work requests in posting order, so each
+// kind gets its own shared receive queue: message buffers on one, buffer-less
+// receives for immediates on the other.
+//
+// One class, its parts in one file each, named above each group of members.
 
 #include <infiniband/verbs.h>
 
-#include <array>
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -23,6 +25,7 @@
 
 #include "domain/domain.hpp"
 #include "fabric/verbs_config.hpp"
+#include "verbs/connection.hpp"
 #include "verbs/device.hpp"
 #include "verbs/handshake_channel.hpp"
 #include "verbs/ib_handles.hpp"
@@ -40,85 +43,26 @@ class VerbsDomain final : public domain::Domain {
   [[nodiscard]] std::span<const std::byte> address() const noexcept override { return address_; }
   [[nodiscard]] const domain::Limits& limits() const noexcept override { return limits_; }
 
+  // verbs_domain_registration.cpp
   Result<std::unique_ptr<domain::MemoryRegion>> register_memory(const domain::MemorySpan& span,
                                                                 Access access) override;
+  // verbs_domain_peers.cpp
   Result<domain::PeerHandle> resolve_peer(std::span<const std::byte> address) override;
+  // Moves both connections with the peer to the error state, fails what is queued or posted to
+  // it, and refuses the peer's later handshakes: that peer instance is shut out for good.
+  Status fence_peer(std::span<const std::byte> address) override;
+  // verbs_domain_posting.cpp
   Status post_write(const domain::WriteDesc& write) override;
   Status post_read(const domain::ReadDesc& read) override;
   Status post_send(domain::PeerHandle peer, const void* buf, std::size_t length, void* desc,
                    domain::Token token) override;
+  // verbs_domain_receives.cpp
   Status post_recv(void* buf, std::size_t length, void* desc, domain::Token token) override;
+  // verbs_domain.cpp
   std::size_t poll(std::span<domain::Event> out) override;
-  // Moves both connections with the peer to the error state, fails what is queued or posted to
-  // it, and refuses the peer's later handshakes: that peer instance is shut out for good.
-  Status fence_peer(std::span<const std::byte> address) override;
-
-  // WRITEs handed to the device by one doorbell at most.
-  static constexpr std::size_t kMaxChain = 4;
 
  private:
   using Clock = std::chrono::steady_clock;
-  struct Peer;
-
-  enum class State : std::uint8_t { connecting, ready, broken };
-
-  // One RC queue pair with the WRITEs waiting to be chained onto its doorbell.
-  struct Lane {
-    QpPtr qp;
-    std::uint32_t psn = 0;
-    std::uint32_t outstanding = 0;  // posted or chained, not yet completed
-    std::array<ibv_send_wr, kMaxChain> chain{};
-    std::array<ibv_sge, kMaxChain> sges{};
-    std::size_t chained = 0;
-  };
-
-  struct Connection {
-    std::uint64_t id = 0;
-    bool initiator = false;
-    State state = State::connecting;
-    Peer* peer = nullptr;
-    Lane msg;
-    Lane write;
-    Clock::time_point next_retry;
-    Clock::time_point deadline;
-    std::string failure;  // why it broke, for the requests flushed after
-    [[nodiscard]] std::uint32_t outstanding() const { return msg.outstanding + write.outstanding; }
-  };
-
-  // A request accepted while its peer had no usable connection.
-  struct Queued {
-    enum class Kind : std::uint8_t { write, send, read };
-    Kind kind = Kind::write;
-    domain::WriteDesc write;  // send: local/length/local_desc/token used; read: all but imm
-    void* read_into = nullptr;  // read: the destination (write.local is its const view)
-
-    static Queued of(const domain::ReadDesc& r) {
-      domain::WriteDesc w;
-      w.local = r.local;
-      w.length = r.length;
-      w.local_desc = r.local_desc;
-      w.peer = r.peer;
-      w.remote_addr = r.remote_addr;
-      w.rkey = r.rkey;
-      w.token = r.token;
-      return {Kind::read, w, r.local};
-    }
-    [[nodiscard]] domain::ReadDesc read() const {
-      return {read_into, write.length, write.local_desc, write.peer, write.remote_addr,
-              write.rkey, write.token};
-    }
-  };
-
-  struct Peer {
-    domain::PeerHandle handle = 0;
-    VerbsAddress address;
-    AhPtr ah;
-    std::unique_ptr<Connection> outgoing;  // ours: requests go here once ready
-    std::unique_ptr<Connection> incoming;  // the peer's: we only receive on it
-    std::deque<Queued> queued;
-    bool waiting = false;  // in waiting_peers_
-    bool fenced = false;   // fence_peer: no connection with it, either way, ever again
-  };
 
   struct TxSlot {
     domain::Token token = 0;
@@ -128,10 +72,17 @@ class VerbsDomain final : public domain::Domain {
   };
 
   VerbsDomain() = default;
+  // verbs_domain.cpp: opening the port and the queues, and the poll that drives the rest.
   Status init(const VerbsConfig& config, std::size_t domain_index);
   std::string peer_name(const Peer& peer) const;
+  void emit(domain::Event event) { events_.push_back(std::move(event)); }
 
-  // Connections.
+  // verbs_domain_peers.cpp: the peer table, and what becomes of a peer's queued requests.
+  Result<Peer*> find_or_add_peer(const VerbsAddress& address);
+  void fail_queued(Peer& peer, const Status& status);
+
+  // verbs_domain_connections.cpp: the UD handshake that connects a peer's lanes, its retries
+  // and timeout, and how a connection breaks.
   Status start_connect(Peer& peer);
   Result<std::unique_ptr<Connection>> new_connection(Peer& peer, bool initiator);
   Status send_handshake(Peer& peer, const Connection& conn, Handshake::Type type);
@@ -142,25 +93,31 @@ class VerbsDomain final : public domain::Domain {
   void became_ready(Connection& conn);
   void break_connection(Connection& conn, const std::string& why);
   void progress_connections(Clock::time_point now);
-  void fail_queued(Peer& peer, const Status& status);
-  Result<Peer*> find_or_add_peer(const VerbsAddress& address);
   void retire(std::unique_ptr<Connection> conn);
 
-  // Posting.
-  Status post_queued(Peer& peer, const Queued& request);
+  // verbs_domain_posting.cpp: SENDs, WRITEs and READs: straight onto a ready connection (WRITEs
+  // and READs chained onto one doorbell), or queued until it is ready.
+  Result<Peer*> peer_for_request(domain::PeerHandle handle);
+  static bool posts_now(const Peer& peer);
+  Status queue_request(Peer& peer, const QueuedRequest& request);
+  Status post_queued(Peer& peer, const QueuedRequest& request);
   Status post_write_on(Connection& conn, const domain::WriteDesc& write);
   Status post_read_on(Connection& conn, const domain::ReadDesc& read);
+  ibv_send_wr& next_in_chain(Connection& conn, const void* local, std::size_t length, void* desc,
+                             domain::Token token);
+  Status chained(Connection& conn);
   Status post_send_on(Connection& conn, const void* buf, std::size_t length, void* desc,
                       domain::Token token);
   void drain_queues();
   Status ring(Connection& conn, Lane& lane);
   void ring_all();
   std::uint64_t acquire_tx(domain::Token token, Connection* conn, bool msg_lane);
+
+  // verbs_domain_receives.cpp: receive work requests on the two shared receive queues.
   Status post_imm_recv(std::uint32_t slot);
 
-  // Completions.
+  // verbs_domain_completions.cpp: completions into Events; failed ones break their connection.
   void on_completion(const ibv_wc& wc);
-  void emit(domain::Event event) { events_.push_back(std::move(event)); }
 
   VerbsConfig config_;
   OpenedPort port_;
