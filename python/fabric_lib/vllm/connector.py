@@ -78,7 +78,10 @@ DEFAULTS: dict[str, Any] = {
     "bind_address": "127.0.0.1",
     "request_timeout_ms": 5000,  # the engine's bound on one operation; part of the dead-peer bound
     "heartbeat_ms": 1000,  # a peer silent for 2 heartbeats + request_timeout_ms is dead
-    "receiver_timeout_ms": 60000,  # producer: blocks of a request no consumer asks for are freed
+    # producer: blocks of a request no consumer asks for are freed after this. Long, as vLLM's
+    # own NIXL default (480 s): a consumer asks from its engine step, and a step of a loaded
+    # CPU host can take a minute (docs/vllm.md, Limits).
+    "receiver_timeout_ms": 480000,
     "load_timeout_s": 30.0,  # consumer: a load not done by then fails (or is recomputed)
     # consumer: one connect to a producer. It holds up the engine step, and happens once per
     # new producer, or once more for a dead one (kv re-admits a fenced rank that speaks again).

@@ -44,6 +44,7 @@ import urllib.request
 import aiohttp
 
 from connector_test import die_with_parent, make_model
+from reaper import Reaper
 
 BLOCK = 32
 MAX_MODEL_LEN = 1024
@@ -116,6 +117,7 @@ class Process:
         self.proc = subprocess.Popen(argv, env=server_env(), stdin=subprocess.DEVNULL,
                                      stdout=open(self.log_path, "w"), stderr=subprocess.STDOUT,
                                      start_new_session=True, preexec_fn=die_with_parent)
+        REAPER.watch(self.proc.pid)  # its own session: the group id is its pid
 
     def healthy(self) -> bool:
         try:
@@ -144,6 +146,9 @@ class Process:
     def log(self) -> str:
         with open(self.log_path, errors="replace") as f:
             return f.read()
+
+
+REAPER = Reaper()  # created at import, before any server; closed at the end of main()
 
 
 def vllm_server(name: str, role: str, workdir: str, extra: dict | None = None) -> Process:
@@ -469,6 +474,7 @@ def main() -> int:
         if run.failures:
             for p in run.procs:
                 print(f"----- {p.name} log (tail) -----\n" + "\n".join(p.log().splitlines()[-60:]))
+    REAPER.close()
     for f in run.failures:
         print("FAIL:", f)
     print(f"{'FAILED' if run.failures else 'passed'}; took {time.monotonic() - started:.0f} s")
