@@ -22,6 +22,9 @@ Cases, on the same servers:
              hits on both sides); all right, no load failed.
   logs       no server logged a peer "silent" or "dead", and every server still answers.
 
+`--shape PxD` sets how many prefill and decode servers run (default 2x2; the threads case checks
+the thread_cpus server only where there is a second decode server).
+
 Run by tests/support/in-vllm-venv.sh (ctest kv.vllm_serving).
 """
 
@@ -303,12 +306,14 @@ class Run:
         if not cond:
             self.failures.append(what)
 
-    def start(self) -> None:
-        self.prefill = [vllm_server(f"prefill{i}", "kv_producer", self.workdir) for i in (0, 1)]
-        # The connector's defaults too, but thread_cpus on one decode server (the threads case).
-        self.decode = [vllm_server("decode0", "kv_consumer", self.workdir),
-                       vllm_server("decode1", "kv_consumer", self.workdir,
-                                   {"thread_cpus": self.pinned})]
+    def start(self, prefills: int, decodes: int) -> None:
+        self.prefill = [vllm_server(f"prefill{i}", "kv_producer", self.workdir)
+                        for i in range(prefills)]
+        # The connector's defaults too, but thread_cpus on the second decode server (the
+        # threads case).
+        self.decode = [vllm_server(f"decode{i}", "kv_consumer", self.workdir,
+                                   {"thread_cpus": self.pinned} if i == 1 else None)
+                       for i in range(decodes)]
         self.procs += self.prefill + self.decode
         wait_healthy(self.prefill + self.decode, START_S)
         port = free_port()
@@ -326,7 +331,7 @@ class Run:
     async def plain(self, session, specs: list[Spec]) -> list[tuple[int, object]]:
         """The same requests on the producers, not streamed, with no kv_transfer_params."""
         return await asyncio.gather(*(
-            post(session, self.prefill[i % 2].url + s.path, s.body(stream=False))
+            post(session, self.prefill[i % len(self.prefill)].url + s.path, s.body(stream=False))
             for i, s in enumerate(specs)))
 
     async def counters(self, session) -> dict[str, dict[str, float]]:
@@ -356,8 +361,7 @@ class Run:
         return delta
 
     def check_threads(self) -> None:
-        for server, want in ((self.decode[0], cpulist(self.cpus)),
-                             (self.decode[1], self.pinned)):
+        for server, want in zip(self.decode, (cpulist(self.cpus), self.pinned)):
             fabric, worker = connector_threads(server)
             print(f"threads/{server.name}: fabric {fabric}; vLLM worker {worker}", flush=True)
             self.need(bool(fabric), f"threads/{server.name}: no fabric-* thread found")
@@ -447,7 +451,10 @@ def error_message(error: object) -> str:
     return str(error.get("error", {}).get("message", "")) if isinstance(error, dict) else ""
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    # --shape PxD: how many prefill and decode servers (2x2 by default).
+    shape = argv[argv.index("--shape") + 1] if "--shape" in argv else "2x2"
+    prefills, decodes = (int(n) for n in shape.split("x"))
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="fabric-serving-") as workdir:
         model = os.path.join(workdir, "model")
@@ -455,7 +462,7 @@ def main() -> int:
         make_tokenizer(model)
         run = Run(workdir)
         try:
-            run.start()
+            run.start(prefills, decodes)
             print(f"servers and proxy up after {time.monotonic() - started:.0f} s", flush=True)
             asyncio.run(run.cases())
             run.check_logs()
@@ -482,4 +489,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
