@@ -17,12 +17,15 @@ build: configure
 	@cmake --build --preset $(PRESET) -j $(JOBS)
 
 # The main job: two processes on shm, single and paged writes, every byte
-# verified. Only what fabric-demo needs: its packages, the library and the
-# tool (preset demo, build/demo/), no tests, CUDA kernels or Python.
+# verified, after fabric-info's report of what this host offers (topology,
+# providers, NICs). Only what the two tools need: their packages, the library
+# and the tools (preset demo, build/demo/), no tests, CUDA kernels or Python.
 demo:
 	@scripts/install-deps.sh demo
 	@cmake --preset demo >/dev/null
 	@cmake --build --preset demo -j $(JOBS)
+	@build/demo/tools/fabric-info
+	@echo
 	@build/demo/tools/fabric-demo --provider shm --json demo-results.json
 
 # On failure, each failed test's last lines come again at the very end (a log read from its end).

@@ -557,6 +557,9 @@ class Engine:
     def __enter__(self) -> Self: ...
     def __exit__(self, *args: object) -> bool: ...
 
+def _fabric_info(args: list[str]) -> tuple[int, str, str]:
+    """Runs fabric-info with these command-line arguments (args[0] the program's name): (exit status, report, errors). Sets FI_TCP_IFACE and FI_SOCKETS_IFACE to lo for the process, so call it from a process of its own (python -m fabric_lib.info)."""
+
 def library_threads() -> list[tuple[str, int, str]]:
     """Every running thread that fabric-lib started, as (name, tid, cpulist) tuples: where each placed itself (docs/concepts.md, "Threads and CPUs")."""
 

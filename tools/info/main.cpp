@@ -1,85 +1,12 @@
 // fabric-info: what fabric-lib would find and use on this host (or on the
 // machine an hwloc XML file describes). Read-only: opens no endpoint.
 
-#include <fmt/core.h>
-
-#include <CLI/CLI.hpp>
-#include <cstdio>
-#include <map>
-#include <optional>
+#include <iostream>
 #include <string>
+#include <vector>
 
-#include "report.hpp"
+#include "run.hpp"
 
 int main(int argc, char** argv) {
-  std::optional<std::string> xml;
-  bool json = false;
-  int max_nics = 4;
-  CLI::App app{
-      "fabric-info: GPUs, RDMA NICs and NUMA nodes found, the NICs and cores each "
-      "DomainGroup would use, and the usable libfabric providers"};
-  app.add_option("--xml", xml, "read the topology from this hwloc XML file (lstopo --of xml)")
-      ->check(CLI::ExistingFile);
-  app.add_option("--max-nics", max_nics, "NICs per GPU group, 1-4")
-      ->check(CLI::Range(1, 4))
-      ->capture_default_str();
-  app.add_flag("--json", json, "print JSON instead of text");
-  std::vector<std::string> nics;
-  std::optional<std::string> provider;
-  std::optional<fabric::Backend> backend;
-  std::optional<int> domains;
-  app.add_option("--nics", nics,
-                 "show which interface/address/device each Domain would get for these "
-                 "EngineConfig::nics entries (one per Domain), e.g. nic0,nic1")
-      ->delimiter(',');
-  app.add_option("--provider", provider,
-                 "the libfabric provider Domains are chosen for (default: efa for EFA NICs, "
-                 "the verbs backend for other RDMA NICs, shm without NICs; tcp with --nics)");
-  app.add_option("--backend", backend, "libfabric or verbs")
-      ->transform(CLI::CheckedTransformer(
-          std::map<std::string, fabric::Backend>{{"libfabric", fabric::Backend::libfabric},
-                                                 {"verbs", fabric::Backend::verbs}}));
-  app.add_option("--domains", domains,
-                 "Domains per group (EngineConfig::domains_per_group; default: the plan's NICs "
-                 "per group)")
-      ->check(CLI::Range(1, 4));
-  CLI11_PARSE(app, argc, argv);
-
-  info::Report report;
-  report.max_nics_per_gpu = max_nics;
-  fabric::TopologyOptions options;
-  options.xml_path = xml;
-  options.max_nics_per_gpu = max_nics;
-  report.topology = fabric::detect_topology(options);
-  if (auto mine = fabric::current_thread_affinity(); mine.ok()) report.usable_cpus = mine->size();
-  report.providers = info::scan_providers();
-  report.verbs = info::scan_verbs();
-  report.cuda = info::probe_cuda();
-  if (report.topology.ok()) {
-    report.domains = info::choose_domains(
-        *report.topology, {provider, backend, domains, nics, /*live=*/!xml.has_value()});
-  }
-  if (!nics.empty()) {
-    fabric::EngineConfig config;
-    config.backend = backend.value_or(fabric::Backend::libfabric);
-    config.provider = provider.value_or("tcp");
-    config.nics = nics;
-    config.domains_per_group = static_cast<std::uint32_t>(nics.size());
-    report.nics = info::NicChoice{config.provider, nics, fabric::resolve_domain_nics(config)};
-  }
-
-  if (json) {
-    fmt::print("{}\n", info::to_json(report).dump(2));
-  } else {
-    info::print_text(report);
-  }
-  if (report.nics && !report.nics->resolved.ok()) {
-    fmt::print(stderr, "fabric-info: --nics: {}\n", report.nics->resolved.status().to_string());
-    return 1;
-  }
-  if (!report.topology.ok()) {
-    fmt::print(stderr, "fabric-info: {}\n", report.topology.status().to_string());
-    return 1;
-  }
-  return 0;
+  return info::run(std::vector<std::string>(argv, argv + argc), std::cout, std::cerr);
 }

@@ -36,7 +36,7 @@ struct Report {
   std::optional<DomainChoice> domains;
 };
 
-void print_text(const Report& report);
+std::string text_report(const Report& report);
 // Keys in the order of the text output.
 nlohmann::ordered_json to_json(const Report& report);
 
