@@ -256,23 +256,37 @@ Result<std::unique_ptr<domain::MemoryRegion>> FiDomain::register_memory(
   return std::unique_ptr<domain::MemoryRegion>(new FiMemoryRegion(std::move(mr), key));
 }
 
-Result<domain::PeerHandle> FiDomain::resolve_peer(std::span<const std::byte> address) {
-  std::string key(reinterpret_cast<const char*>(address.data()), address.size());
-  if (auto it = peers_.find(key); it != peers_.end()) return it->second;
+Result<fi_addr_t> FiDomain::insert_address(std::span<const std::byte> address) {
   fi_addr_t fi_addr = FI_ADDR_UNSPEC;
   int n = fi_av_insert(av_.get(), address.data(), 1, &fi_addr, 0, nullptr);
+  if (n != 1 && watch_peers_) {
+    // shm's vector is full (256): the entries of peers gone since the last sweep make room.
+    release_gone_peers();
+    n = fi_av_insert(av_.get(), address.data(), 1, &fi_addr, 0, nullptr);
+  }
   if (n != 1) {
     return Status(Errc::invalid_argument,
-                  fmt::format("fi_av_insert rejected a peer address of {} bytes{}",
-                              address.size(), n < 0 ? fmt::format(": {}", fi_strerror(-n)) : ""));
+                  fmt::format("fi_av_insert rejected a peer address of {} bytes{} ({} peers held)",
+                              address.size(), n < 0 ? fmt::format(": {}", fi_strerror(-n)) : "",
+                              av_entries_.in_use()));
   }
-  fenced_.erase(fi_addr);  // the provider reused a fenced peer's slot for this one
-  peers_.emplace(std::move(key), fi_addr);
+  return fi_addr;
+}
+
+Result<domain::PeerHandle> FiDomain::resolve_peer(std::span<const std::byte> address) {
+  const std::string_view key(reinterpret_cast<const char*>(address.data()), address.size());
+  if (const auto known = av_entries_.find(key); known != AvEntries::kNoPeer) return known;
+  std::unique_ptr<ShmPeerLiveness> liveness;
   if (watch_peers_) {
-    if (liveness_.size() <= fi_addr) liveness_.resize(fi_addr + 1);
-    liveness_[fi_addr] = ShmPeerLiveness::watch(address);
+    liveness = ShmPeerLiveness::watch(address);
+    // Gone already (a restarted peer's old address): no entry to take, and none to release.
+    if (liveness && liveness->gone()) {
+      return Status(Errc::provider, fmt::format("{}; nothing was sent", liveness->describe_gone()));
+    }
   }
-  return static_cast<domain::PeerHandle>(fi_addr);
+  auto fi_addr = insert_address(address);
+  if (!fi_addr) return fi_addr.status();
+  return av_entries_.adopt(std::string(key), *fi_addr, std::move(liveness));
 }
 
 Status FiDomain::fence_peer(std::span<const std::byte> address) {
@@ -280,12 +294,10 @@ Status FiDomain::fence_peer(std::span<const std::byte> address) {
   if (limits_.provider == "shm") {
     return {Errc::unsupported, "shm cannot fence a peer: it writes by CMA from its own process"};
   }
-  std::string key(reinterpret_cast<const char*>(address.data()), address.size());
-  fi_addr_t fi_addr = FI_ADDR_UNSPEC;
-  if (auto it = peers_.find(key); it != peers_.end()) {
-    fi_addr = it->second;
-    peers_.erase(it);
-  } else {
+  const std::string_view key(reinterpret_cast<const char*>(address.data()), address.size());
+  const domain::PeerHandle known = av_entries_.find(key);
+  fi_addr_t fi_addr = AvEntries::index_of(known);
+  if (known == AvEntries::kNoPeer) {
     // Never contacted from here, but it may have connected to us: insert to name it, then remove.
     if (fi_av_insert(av_.get(), address.data(), 1, &fi_addr, 0, nullptr) != 1) {
       return {Errc::invalid_argument, "fence_peer: the provider rejected the peer's address"};
@@ -296,15 +308,16 @@ Status FiDomain::fence_peer(std::span<const std::byte> address) {
   if (int rc = fi_av_remove(av_.get(), &fi_addr, 1, 0)) {
     return {Errc::provider, fmt::format("fi_av_remove: {}", fi_strerror(-rc))};
   }
-  fenced_.insert(fi_addr);
+  // Operations queued for it before the fence fail on its handles' generation instead of
+  // reaching the provider with a removed address (rxm crashes on those) or, once the provider
+  // reuses the entry, another peer.
+  if (known != AvEntries::kNoPeer) {
+    av_entries_.release(fi_addr, "the peer was fenced (TransferEngine::fence_peer)");
+  }
   return Status::success();
 }
 
-Status FiDomain::fenced_error() const {
-  return {Errc::provider, "the peer was fenced (TransferEngine::fence_peer)"};
-}
-
-FiDomain::OpContext* FiDomain::acquire_context(domain::Token token) {
+FiDomain::OpContext* FiDomain::acquire_context(domain::Token token, domain::PeerHandle peer) {
   OpContext* ctx = nullptr;
   if (free_contexts_.empty()) {
     ctx = &contexts_.emplace_back();
@@ -313,28 +326,33 @@ FiDomain::OpContext* FiDomain::acquire_context(domain::Token token) {
     free_contexts_.pop_back();
   }
   ctx->token = token;
+  ctx->peer = peer;
   return ctx;
 }
 
 void FiDomain::release_context(OpContext* ctx) { free_contexts_.push_back(ctx); }
 
-Status FiDomain::check_peer_alive(domain::PeerHandle peer) {
-  if (peer >= liveness_.size() || !liveness_[peer]) return Status::success();
-  return liveness_[peer]->check();
+void FiDomain::complete_context(OpContext* ctx) {
+  av_entries_.completed(ctx->peer);
+  release_context(ctx);
 }
 
 Status FiDomain::post_write(const domain::WriteDesc& w) {
-  if (!fenced_.empty() && fenced_.contains(w.peer)) return fenced_error();
-  if (auto st = check_peer_alive(w.peer); !st.ok()) return st;
-  OpContext* ctx = acquire_context(w.token);
+  if (auto st = av_entries_.check(w.peer); !st.ok()) return st;
+  OpContext* ctx = acquire_context(w.token, w.peer);
+  const fi_addr_t to = AvEntries::index_of(w.peer);
   ssize_t rc = 0;
   if (w.imm) {
-    rc = fi_writedata(ep_.get(), w.local, w.length, w.local_desc, *w.imm, w.peer, w.remote_addr,
+    rc = fi_writedata(ep_.get(), w.local, w.length, w.local_desc, *w.imm, to, w.remote_addr,
                       w.rkey, ctx);
   } else {
-    rc = fi_write(ep_.get(), w.local, w.length, w.local_desc, w.peer, w.remote_addr, w.rkey, ctx);
+    rc = fi_write(ep_.get(), w.local, w.length, w.local_desc, to, w.remote_addr, w.rkey, ctx);
   }
-  if (rc != 0) release_context(ctx);
+  if (rc != 0) {
+    release_context(ctx);
+  } else {
+    av_entries_.posted(w.peer);
+  }
   return post_status(w.imm ? "fi_writedata" : "fi_write", rc);
 }
 
@@ -342,27 +360,33 @@ Status FiDomain::post_read(const domain::ReadDesc& r) {
   if (!limits_.reads) {
     return {Errc::unsupported, fmt::format("provider {} cannot READ", limits_.provider)};
   }
-  if (!fenced_.empty() && fenced_.contains(r.peer)) return fenced_error();
-  if (auto st = check_peer_alive(r.peer); !st.ok()) return st;
-  OpContext* ctx = acquire_context(r.token);
-  const ssize_t rc =
-      fi_read(ep_.get(), r.local, r.length, r.local_desc, r.peer, r.remote_addr, r.rkey, ctx);
-  if (rc != 0) release_context(ctx);
+  if (auto st = av_entries_.check(r.peer); !st.ok()) return st;
+  OpContext* ctx = acquire_context(r.token, r.peer);
+  const ssize_t rc = fi_read(ep_.get(), r.local, r.length, r.local_desc,
+                             AvEntries::index_of(r.peer), r.remote_addr, r.rkey, ctx);
+  if (rc != 0) {
+    release_context(ctx);
+  } else {
+    av_entries_.posted(r.peer);
+  }
   return post_status("fi_read", rc);
 }
 
 Status FiDomain::post_send(domain::PeerHandle peer, const void* buf, std::size_t length,
                            void* desc, domain::Token token) {
-  if (!fenced_.empty() && fenced_.contains(peer)) return fenced_error();
-  if (auto st = check_peer_alive(peer); !st.ok()) return st;
-  OpContext* ctx = acquire_context(token);
-  ssize_t rc = fi_send(ep_.get(), buf, length, desc, peer, ctx);
-  if (rc != 0) release_context(ctx);
+  if (auto st = av_entries_.check(peer); !st.ok()) return st;
+  OpContext* ctx = acquire_context(token, peer);
+  ssize_t rc = fi_send(ep_.get(), buf, length, desc, AvEntries::index_of(peer), ctx);
+  if (rc != 0) {
+    release_context(ctx);
+  } else {
+    av_entries_.posted(peer);
+  }
   return post_status("fi_send", rc);
 }
 
 Status FiDomain::post_recv(void* buf, std::size_t length, void* desc, domain::Token token) {
-  OpContext* ctx = acquire_context(token);
+  OpContext* ctx = acquire_context(token, AvEntries::kNoPeer);
   ssize_t rc = fi_recv(ep_.get(), buf, length, desc, FI_ADDR_UNSPEC, ctx);
   if (rc != 0) release_context(ctx);
   return post_status("fi_recv", rc);
@@ -390,7 +414,7 @@ std::optional<domain::Event> FiDomain::error_event() {
                                        : domain::Event::Kind::tx_done;
   ev.token = ctx->token;
   ev.status = std::move(status);
-  release_context(ctx);
+  complete_context(ctx);
   return ev;
 }
 
@@ -401,8 +425,17 @@ void FiDomain::sweep_gone_peers() {
   const auto now = std::chrono::steady_clock::now();
   if (now - swept_ < std::chrono::seconds(1)) return;
   swept_ = now;
-  for (auto& peer : liveness_) {
-    if (peer && !peer->gone()) (void)peer->check();
+  release_gone_peers();
+}
+
+void FiDomain::release_gone_peers() {
+  for (auto& gone : av_entries_.gone_and_idle()) {
+    if (int rc = fi_av_remove(av_.get(), &gone.index, 1, 0); rc != 0) {
+      log::warn("fi_av_remove of a gone peer's entry {}: {} ({})", gone.index, fi_strerror(-rc),
+                gone.why);
+      continue;
+    }
+    av_entries_.release(gone.index, gone.why + ", and its address-vector entry was released");
   }
 }
 
@@ -446,7 +479,7 @@ std::size_t FiDomain::poll(std::span<domain::Event> out) {
     domain::Event& ev = out[produced++];
     ev = domain::Event{};
     ev.token = ctx->token;
-    release_context(ctx);
+    complete_context(ctx);
     if ((e.flags & FI_RECV) != 0) {
       ev.kind = domain::Event::Kind::recv_done;
       ev.length = e.len;

@@ -8,12 +8,11 @@
 #include <deque>
 #include <optional>
 #include <string>
-#include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "common/unique_fd.hpp"
 #include "domain/domain.hpp"
+#include "libfabric/av_entries.hpp"
 #include "libfabric/fi_handles.hpp"
 #include "libfabric/fi_provider.hpp"
 #include "libfabric/shm_liveness.hpp"
@@ -47,20 +46,24 @@ class FiDomain final : public domain::Domain {
   struct OpContext {
     fi_context2 provider_scratch;
     domain::Token token;
+    domain::PeerHandle peer;  // AvEntries::kNoPeer for a receive
   };
 
   FiDomain() = default;
   Status init(const ProviderQuery& query);
   Status open_cq(const fi_info& info);
-  OpContext* acquire_context(domain::Token token);
+  OpContext* acquire_context(domain::Token token, domain::PeerHandle peer);
   void release_context(OpContext* ctx);
+  // The provider's completion (or error) of ctx's operation: its peer is owed one less.
+  void complete_context(OpContext* ctx);
   std::optional<domain::Event> error_event();
-  // shm only: refuses to post to a peer whose process or endpoint is gone
-  // (shm_liveness.hpp); ok for every other provider and peer.
-  Status check_peer_alive(domain::PeerHandle peer);
-  // shm only: about once a second, looks at every watched peer, so the descriptors of one that
-  // died are closed even when nothing is posted to it any more (shm_liveness.hpp).
+  // shm only: about once a second, looks at every watched peer, so that the entry of one that
+  // died is released even when nothing is posted to it any more.
   void sweep_gone_peers();
+  // Removes the address-vector entry of every peer found gone with nothing posted to it: shm
+  // holds 256 entries, and keeps each one's region mapped (docs/reliability.md, finding 9).
+  void release_gone_peers();
+  Result<fi_addr_t> insert_address(std::span<const std::byte> address);
 
   InfoPtr info_;
   Fid<fid_fabric> fabric_;
@@ -75,19 +78,14 @@ class FiDomain final : public domain::Domain {
   domain::Limits limits_;
   std::uint64_t mr_mode_ = 0;
   std::uint64_t next_requested_key_ = 1;
-  std::unordered_map<std::string, fi_addr_t> peers_;
-  // Indexed by fi_addr (FI_AV_TABLE hands them out from 0); null: not watched.
-  bool watch_peers_ = false;
-  std::vector<std::unique_ptr<ShmPeerLiveness>> liveness_;
+  // The peers in av_, their handles' generations and what is posted to each.
+  AvEntries av_entries_;
+  bool watch_peers_ = false;  // shm: whether each peer's process and endpoint are watched
   std::uint32_t polls_since_sweep_ = 0;
   std::chrono::steady_clock::time_point swept_{};
   // shm: our own region file, share-locked while we live so no sweep removes it
   // (shm_leftovers.hpp).
   UniqueFd own_region_;
-  // Removed by fence_peer: operations queued for them before the fence fail here instead of
-  // reaching the provider with a stale address (rxm crashes on those).
-  std::unordered_set<fi_addr_t> fenced_;
-  Status fenced_error() const;
   std::deque<OpContext> contexts_;  // deque: stable addresses as it grows
   std::vector<OpContext*> free_contexts_;
 };

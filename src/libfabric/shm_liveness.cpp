@@ -81,8 +81,11 @@ Status ShmPeerLiveness::check() {
   }
   if (gone_.empty()) return Status::success();
   close_fds();  // it never comes back
-  return {Errc::provider,
-          fmt::format("shm peer {} is gone: {}; nothing was sent", name_, gone_)};
+  return {Errc::provider, fmt::format("{}; nothing was sent", describe_gone())};
+}
+
+std::string ShmPeerLiveness::describe_gone() const {
+  return fmt::format("shm peer {} is gone: {}", name_, gone_);
 }
 
 }  // namespace fabric::ofi

@@ -38,6 +38,8 @@ class ShmPeerLiveness {
   // outlives many peers (restarted ones) must not keep a pidfd and a region file of each, the
   // latter holding the dead peer's shared memory allocated (FiDomain sweeps: fi_domain.cpp).
   [[nodiscard]] bool gone() const noexcept { return !gone_.empty(); }
+  // "shm peer <name> is gone: <why>", once gone() (for the errors of stale handles to it).
+  [[nodiscard]] std::string describe_gone() const;
 
   static constexpr std::chrono::microseconds kRecheck{100};
 

@@ -1,4 +1,4 @@
-// fabric_field_peer --role target|writer|mesh --provider P --parent PID --lifetime SECONDS
+// fabric_field_peer --role target|writer|mesh|lives --provider P --parent PID --lifetime SECONDS
 // The Channel to the test is fd 3; a target's shared region is fd 4 (peer_roles.hpp).
 
 #include <signal.h>
@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
     if (role == "target") return fabric::field::run_target(channel, config);
     if (role == "writer") return fabric::field::run_writer(channel, config);
     if (role == "mesh") return fabric::field::run_mesh(channel, config);
+    if (role == "lives") return fabric::field::run_lives(channel, config);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "[field peer %d] %s: %s\n", static_cast<int>(::getpid()), role.c_str(),
                  e.what());

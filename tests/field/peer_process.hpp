@@ -10,9 +10,9 @@
 namespace fabric::field {
 
 struct PeerSpec {
-  std::string role;      // "target", "writer", "mesh"
+  std::string role;      // "target", "writer", "mesh", "lives"
   std::string provider;  // "shm", "tcp"
-  int region_fd = -1;    // a target's SharedRegion::fd()
+  int region_fd = -1;    // a target's (or lives') SharedRegion::fd()
   std::chrono::seconds lifetime{300};
 };
 

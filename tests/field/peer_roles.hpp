@@ -32,6 +32,11 @@ int stop_on_quit(proc::Channel& ch, TransferEngine& engine);
 int run_target(proc::Channel& ch, const EngineConfig& config);
 // A writer: receives a destination and a WriterBatch, posts it, reports each WRITE's Status.
 int run_writer(proc::Channel& ch, const EngineConfig& config);
+// One life after another in this process: an engine registers the region on kRegionFd and
+// sends its MrDesc; on "next" it stops and a new one (a new NetAddr) takes its place; on "quit"
+// it stops and the process answers "bye". Each life is a peer incarnation to the test, at the
+// cost of an engine start rather than a process start.
+int run_lives(proc::Channel& ch, const EngineConfig& config);
 // One engine of a mesh: sends its MrDesc, receives everyone's, sends an immediate to each other
 // engine and waits for one from each.
 int run_mesh(proc::Channel& ch, const EngineConfig& config);
