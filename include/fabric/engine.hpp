@@ -260,6 +260,11 @@ class TransferEngine {
   // own block's values, checked with ImmReservation::check. invalid_argument for count 0, an
   // empty or held name; out_of_range when no gap is large enough; shutdown after stop().
   Result<ImmReservation> reserve_imms(std::uint32_t count, std::string owner);
+  // The lowest free block at or above `lowest` (first fit from there; reserve_imms is next fit):
+  // how ranks that must use the same values on every engine (an MoE group's one-imm scatters)
+  // agree on a block free on all.
+  Result<ImmReservation> reserve_imms_from(std::uint32_t lowest, std::uint32_t count,
+                                           std::string owner);
   // Detaches the counter of `imm`; later arrivals are counted internally again.
   Status release_imm_counter(std::uint32_t imm);
 

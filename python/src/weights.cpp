@@ -197,8 +197,10 @@ void bind_weights(py::module_& parent) {
         py::arg("nic_bytes_per_s"), "The rank-0 gather/broadcast/scatter baseline on the same NIC model.");
   m.def("prepare_images", &prepare_images_json, py::arg("schedule_json"), py::arg("views"),
         "Every image of the schedule (data then scales) from whole-tensor views (the rank-0 baseline).");
-  m.def("data_imm", &data_imm, py::arg("version"));
-  m.def("barrier_imm", &barrier_imm, py::arg("version"), py::arg("group"));
+  // The fixed values (weights/schedule.hpp); lambdas pick them among the ImmBlock overloads.
+  m.def("data_imm", [](std::uint64_t v) { return data_imm(v); }, py::arg("version"));
+  m.def("barrier_imm", [](std::uint64_t v, std::uint32_t g) { return barrier_imm(v, g); }, py::arg("version"),
+        py::arg("group"));
   py::class_<PyExecutor>(m, "Executor", "The trainer side of updates (docs/weights.md).")
       .def(py::init<py::object, const std::string&, std::uint32_t, std::vector<MrDesc>, std::vector<MrDesc>,
                     std::uint64_t, double>(),

@@ -21,8 +21,10 @@ def test_blocks_of_workloads_sharing_an_engine_do_not_overlap() -> None:
             with pytest.raises(fl.InvalidArgumentError, match='"kv" holds'):
                 engine.reserve_imms(1, "kv")
         assert kv.count == 0  # released on leaving the block
-        again = engine.reserve_imms(64, "kv")
-        assert again.first == kv.first
+        again = engine.reserve_imms(64, "kv")  # the name is free again
+        # Next fit: past the last block handed out, not on the values just released (a write
+        # still in flight for their old owner would count for the new one).
+        assert again.first >= weights.first + 8
 
 
 def test_reserving_after_stop_is_a_shutdown_error() -> None:

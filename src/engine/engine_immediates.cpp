@@ -43,6 +43,14 @@ Result<ImmReservation> TransferEngine::reserve_imms(std::uint32_t count, std::st
   return impl_->imm_space->reserve(count, std::move(owner));
 }
 
+Result<ImmReservation> TransferEngine::reserve_imms_from(std::uint32_t lowest, std::uint32_t count,
+                                                         std::string owner) {
+  if (!impl_->accepting.load(std::memory_order_acquire)) {
+    return Status(Errc::shutdown, "reserve_imms_from: the engine is stopped");
+  }
+  return impl_->imm_space->reserve(count, std::move(owner), lowest);
+}
+
 Result<std::shared_ptr<ImmCounter>> TransferEngine::imm_counter(std::uint32_t imm) {
   Impl::Entry entry(*impl_);
   if (!entry.open()) return Impl::shut();

@@ -5,7 +5,7 @@
 
 #include <condition_variable>
 #include <limits>
-#include <random>
+#include <atomic>
 #include <unordered_map>
 
 #include "link.hpp"
@@ -53,10 +53,8 @@ struct Receiver::Impl : std::enable_shared_from_this<Receiver::Impl> {
     std::vector<std::pair<std::string, RequestStatus>> notes;
   };
 
-  Impl(TransferEngine& e, ReceiverConfig c) : engine(e), config(std::move(c)), link(e, config.liveness) {
-    std::random_device rd;
-    next_imm = (rd() << 8) | 1u;  // distinct from other receivers' values, never 0
-  }
+  Impl(TransferEngine& e, ReceiverConfig c, ImmReservation block)
+      : engine(e), config(std::move(c)), link(e, config.liveness), imms(std::move(block)) {}
 
   TransferEngine& engine;
   ReceiverConfig config;
@@ -66,8 +64,27 @@ struct Receiver::Impl : std::enable_shared_from_this<Receiver::Impl> {
   std::vector<Source> sources;
   std::unordered_map<std::uint64_t, std::uint32_t> by_instance;
   std::unordered_map<std::string, Entry> entries;
+  // Values of `imms` whose expectation is still pending on the engine: a request in flight, or
+  // a released one whose writes never all landed (mapped to "", never reused: its expectation
+  // would take the next request's arrivals).
   std::unordered_map<std::uint32_t, std::string> by_imm;
-  std::uint32_t next_imm = 1;
+  // This receiver's own immediates (kReceiverImms, reserved on the engine, released with it): one
+  // per request, carried to the prefill ranks in msg::Request::imm, so they need no range.
+  ImmReservation imms;
+  std::uint32_t next_imm = 0;  // index into imms, cycling
+
+  // The next value of the block no pending expectation holds.
+  Result<std::uint32_t> take_imm() {
+    for (std::uint32_t tried = 0; tried < imms.count(); ++tried) {
+      const std::uint32_t imm = imms.first() + next_imm;
+      next_imm = (next_imm + 1) % imms.count();
+      if (!by_imm.contains(imm)) return imm;
+    }
+    return Status(Errc::out_of_range,
+                  fmt::format("KV receiver: every immediate of its block \"{}\" [{:#x}, +{}) is "
+                              "held by a request in flight or one whose writes never all landed",
+                              imms.owner(), imms.first(), imms.count()));
+  }
 
   // ---------------------------------------------------------------- under mutex
 
@@ -364,7 +381,14 @@ Result<std::unique_ptr<Receiver>> Receiver::create(TransferEngine& engine, Recei
                                 b.region, r.length, span, b.offset));
     }
   }
-  auto impl = std::make_shared<Impl>(engine, std::move(config));
+  // A name per receiver: two receivers on one engine get disjoint blocks.
+  static std::atomic<std::uint64_t> receivers{0};
+  auto block = engine.reserve_imms(kReceiverImms, fmt::format("kv.receiver#{}", ++receivers));
+  if (!block.ok()) {
+    return Status(block.status().code(),
+                  "KV receiver: reserving its immediates: " + block.status().message());
+  }
+  auto impl = std::make_shared<Impl>(engine, std::move(config), std::move(block).value());
   if (auto st = impl->link.start_for(impl); !st.ok()) return st;
   return std::unique_ptr<Receiver>(new Receiver(std::move(impl)));
 }
@@ -503,8 +527,9 @@ Result<std::uint64_t> Receiver::request(std::string id, std::vector<std::uint32_
     auto routes = plan_routes(held, HeadRange{mine.head_begin, mine.head_begin + mine.num_heads},
                               im.config.spread);
     if (!routes.ok()) return routes.status();
-    imm = im.next_imm++;
-    if (im.next_imm == 0) im.next_imm = 1;
+    auto taken = im.take_imm();
+    if (!taken.ok()) return taken.status();
+    imm = *taken;
     for (std::size_t i = 0; i < routes->size(); ++i) {
       const Route& r = (*routes)[i];
       const std::uint32_t s = source_list[r.source];
@@ -648,7 +673,9 @@ Status Receiver::release(std::string_view id) {
     return {Errc::invalid_argument, fmt::format("KV receiver: request {} is still {}", id,
                                                 state_name(it->second.status.state))};
   }
-  impl_->by_imm.erase(it->second.imm);
+  // Reached: on_count freed the value already (a newer request may hold it now). Not reached:
+  // its expectation stays pending on the engine, so the value is never reused.
+  if (!it->second.count_reached) impl_->by_imm[it->second.imm].clear();
   impl_->entries.erase(it);
   return Status::success();
 }

@@ -63,7 +63,7 @@ std::uint64_t config_fingerprint(const MoeConfig& c) noexcept {
         std::uint64_t{c.dispatch_element_bytes}, std::uint64_t{c.num_scales},
         std::uint64_t(c.combine_input), std::uint64_t{c.max_tokens_per_rank},
         std::uint64_t{c.top_k}, std::uint64_t{c.max_private_tokens}, std::uint64_t{c.dp_size},
-        std::uint64_t{c.node_size}, std::uint64_t{c.expert_alignment}, std::uint64_t{c.imm_base}})
+        std::uint64_t{c.node_size}, std::uint64_t{c.expert_alignment}})
     h = mix(h, v);
   return h;
 }
@@ -89,6 +89,20 @@ Result<GroupBlob> decode_blob(std::span<const std::byte> bytes) {
     return Status(Errc::malformed, "moe: a rank's group blob is truncated or corrupt");
   b.shm_name.assign(reinterpret_cast<const char*>(name.data()), name.size());
   return b;
+}
+
+std::vector<std::byte> encode_imm_offer(std::uint32_t first) {
+  std::vector<std::byte> out;
+  put_u32(out, first);
+  return out;
+}
+
+Result<std::uint32_t> decode_imm_offer(std::span<const std::byte> bytes) {
+  Reader r(bytes);
+  std::uint32_t first = 0;
+  if (!r.u32(first) || !r.done())
+    return Status(Errc::malformed, "moe: a rank's immediate block offer is truncated or corrupt");
+  return first;
 }
 
 }  // namespace fabric::moe

@@ -26,4 +26,9 @@ struct GroupBlob {
 [[nodiscard]] std::vector<std::byte> encode_blob(const GroupBlob& blob);
 [[nodiscard]] Result<GroupBlob> decode_blob(std::span<const std::byte> bytes);
 
+// A round of the immediate block agreement (group_imms.cpp): the first value a rank reserved,
+// 0 when it could not reserve.
+[[nodiscard]] std::vector<std::byte> encode_imm_offer(std::uint32_t first);
+[[nodiscard]] Result<std::uint32_t> decode_imm_offer(std::span<const std::byte> bytes);
+
 }  // namespace fabric::moe

@@ -94,6 +94,9 @@ Result<std::unique_ptr<MoeGroup>> MoeGroup::create(TransferEngine& engine, const
     if (!peer_group.ok()) return peer_group.status();
     m.group = peer_group.value();
   }
+  auto imms = agree_imm_block(engine, config, all_gather);
+  if (!imms.ok()) return imms.status();
+  m.imms = std::move(imms).value();
   m.counters.resize(kImmKinds * std::size_t{n});
   for (std::uint32_t kind = 0; kind < kImmKinds; ++kind)
     for (const auto s : m.peers) {

@@ -55,6 +55,8 @@ struct MoeGroup::Impl {
   std::vector<std::uint32_t> peers;    // every rank but self, in rank order
   std::vector<std::uint32_t> node_peers;
   std::optional<PeerGroupHandle> group;
+  // kImmKinds * N values, the same block on every rank's engine (group_imms.cpp).
+  ImmReservation imms;
   std::vector<std::shared_ptr<ImmCounter>> counters;  // [kind * N + source]
   std::shared_ptr<CompletionCounter> done = std::make_shared<CompletionCounter>();
   std::shared_ptr<CompletionCounter> notices = std::make_shared<CompletionCounter>();
@@ -82,7 +84,7 @@ struct MoeGroup::Impl {
   [[nodiscard]] std::uint32_t n() const { return config.world_size; }
   [[nodiscard]] std::uint32_t self() const { return config.rank; }
   [[nodiscard]] std::uint32_t imm(ImmKind kind, std::uint32_t source) const {
-    return config.imm_base + static_cast<std::uint32_t>(kind) * n() + source;
+    return imms.first() + static_cast<std::uint32_t>(kind) * n() + source;
   }
   ImmCounter& counter(ImmKind kind, std::uint32_t source) {
     return *counters[static_cast<std::size_t>(kind) * n() + source];
@@ -119,5 +121,12 @@ struct MoeGroup::Impl {
   Status await_flags(const std::vector<std::uint32_t>& ranks, Where where, const char* what);
   Status submit(Scatter scatter);
 };
+
+// Reserves kImmKinds * world_size immediates at the same values on every rank's engine: a
+// scatter or barrier carries one value to all its peers, so the block must be free on all of
+// them. Rounds of all_gather: each rank offers the lowest free block at or above the highest
+// offer of the last round, until all offers agree (group_imms.cpp).
+Result<ImmReservation> agree_imm_block(TransferEngine& engine, const MoeConfig& config,
+                                       const AllGather& all_gather);
 
 }  // namespace fabric::moe

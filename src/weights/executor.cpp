@@ -23,6 +23,7 @@ struct Executor::Impl {
   Schedule s;
   ExecutorConfig cfg;
   ExecutorPeers peers;
+  ImmReservation own_imms;
   // This rank's writes per target, grouped by chunk in posting order.
   std::vector<std::vector<std::pair<std::uint32_t, std::vector<std::uint32_t>>>> plan;
   std::vector<std::byte> staging_memory;
@@ -42,8 +43,38 @@ struct Executor::Impl {
   bool abandoned = false;
   ExecutorStats stats;
 
-  Impl(TransferEngine& e, Schedule sched, ExecutorConfig c, ExecutorPeers p)
-      : engine(e), s(std::move(sched)), cfg(c), peers(std::move(p)) {}
+  Impl(TransferEngine& e, Schedule sched, ExecutorConfig c, ExecutorPeers p, ImmReservation own)
+      : engine(e), s(std::move(sched)), cfg(c), peers(std::move(p)), own_imms(std::move(own)) {}
+
+  // The value inference rank r counts for this version (its block's, or the fixed one).
+  [[nodiscard]] std::uint32_t data_value(std::uint32_t r) const {
+    return peers.inference_imms.empty() ? data_imm(version) : data_imm(peers.inference_imms[r], version);
+  }
+  [[nodiscard]] std::uint32_t barrier_value(std::uint32_t t, std::uint32_t group) const {
+    return peers.trainer_imms.empty() ? barrier_imm(version, group)
+                                      : barrier_imm(peers.trainer_imms[t], version, group);
+  }
+
+  // One immediate to each of `dsts`, value(i) to the i-th; every completion waited for (bounded).
+  template <typename Value>
+  Status imm_to_each(const std::vector<MrDesc>& dsts, Value value) {
+    std::vector<std::shared_ptr<CompletionFlag>> flags;
+    Status first;
+    for (std::size_t i = 0; i < dsts.size(); ++i) {
+      auto flag = std::make_shared<CompletionFlag>();
+      Status st = engine.submit_imm(value(i), dsts[i], flag);
+      if (!st.ok()) {
+        if (first.ok()) first = st;
+        continue;
+      }
+      flags.push_back(std::move(flag));
+    }
+    for (const auto& f : flags) {
+      Status st = f->wait(cfg.timeout);
+      if (!st.ok() && first.ok()) first = st;
+    }
+    return first;
+  }
 
   // First fit; waits (bounded) for completions to free staging.
   Result<std::uint64_t> allocate(std::uint64_t len) {
@@ -116,8 +147,29 @@ Executor::~Executor() {
 
 void Executor::abandon() noexcept { impl_->abandoned = true; }
 
+namespace {
+
+Status check_blocks(const std::vector<ImmBlock>& blocks, std::size_t ranks, const char* who) {
+  if (blocks.empty()) return {};
+  if (blocks.size() != ranks) {
+    return Status(Errc::invalid_argument, fmt::format("{} immediate blocks for {} {} ranks", blocks.size(),
+                                                      ranks, who));
+  }
+  for (std::size_t r = 0; r < ranks; ++r) {
+    if (blocks[r].count < kUpdateImms) {
+      return Status(Errc::invalid_argument, fmt::format("{} rank {}'s immediate block [{:#x}, +{}) is "
+                                                        "smaller than kUpdateImms ({})",
+                                                        who, r, blocks[r].first, blocks[r].count, kUpdateImms));
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Executor>> Executor::create(TransferEngine& engine, Schedule schedule,
-                                                   ExecutorConfig config, ExecutorPeers peers) {
+                                                   ExecutorConfig config, ExecutorPeers peers,
+                                                   ImmReservation own_imms) {
   auto bad = [](std::string m) { return Status(Errc::invalid_argument, std::move(m)); };
   const auto T = schedule.trainer_ranks;
   const auto R = schedule.inference_ranks;
@@ -127,6 +179,20 @@ Result<std::unique_ptr<Executor>> Executor::create(TransferEngine& engine, Sched
   }
   if (T > 1 && peers.trainer_barriers.size() != T) {
     return bad(fmt::format("{} trainer barrier descriptors for {} trainers", peers.trainer_barriers.size(), T));
+  }
+  if (T > 1 && peers.inference_imms.empty() != peers.trainer_imms.empty()) {
+    return bad("give immediate blocks for both inference and trainer ranks, or for neither");
+  }
+  if (auto st = check_blocks(peers.inference_imms, R, "inference"); !st.ok()) return st;
+  if (auto st = check_blocks(peers.trainer_imms, T, "trainer"); !st.ok()) return st;
+  if (!peers.inference_imms.empty() && schedule.group_names.size() > kMaxMeshGroups) {
+    return bad(fmt::format("{} mesh groups; an immediate block has barrier values for {}",
+                           schedule.group_names.size(), kMaxMeshGroups));
+  }
+  if (own_imms.count() > 0 &&
+      (peers.trainer_imms.size() <= config.rank || block_of(own_imms) != peers.trainer_imms[config.rank])) {
+    return bad(fmt::format("trainer rank {}'s own reservation \"{}\" is not its entry of trainer_imms",
+                           config.rank, own_imms.owner()));
   }
   if (engine.num_domains() != schedule.num_domains) {
     return bad(fmt::format("the schedule counts immediates for {} domains, the engine has {}", schedule.num_domains,
@@ -139,7 +205,8 @@ Result<std::unique_ptr<Executor>> Executor::create(TransferEngine& engine, Sched
                              d.empty() ? 0 : d.size(), schedule.arena_bytes[r]));
     }
   }
-  auto impl = std::make_shared<Impl>(engine, std::move(schedule), config, std::move(peers));
+  auto impl = std::make_shared<Impl>(engine, std::move(schedule), config, std::move(peers),
+                                     std::move(own_imms));
   const Schedule& s = impl->s;
   impl->plan.assign(s.targets.size(), {});
   std::uint64_t largest = 0;
@@ -216,7 +283,6 @@ Status Executor::send_target(std::uint32_t target, std::span<const SourceView> s
       if (t.sources[p] == v.name) by_part[p] = &v;
     }
   }
-  const std::uint32_t imm = data_imm(m.version);
   for (const auto& [chunk_index, writes] : m.plan[target]) {
     const Chunk& c = m.s.chunks[chunk_index];
     auto off = m.allocate(c.bytes + c.scale_bytes);
@@ -245,7 +311,7 @@ Status Executor::send_target(std::uint32_t target, std::span<const SourceView> s
       const WriteOp& op = m.s.writes[writes[k]];
       SingleWrite w;
       w.length = op.length;
-      w.imm = imm;
+      w.imm = m.data_value(op.inference);
       w.src = LocalSlice{m.staging.handle, block + (op.scale ? c.bytes : 0)};
       w.dst = RemoteSlice{m.peers.inference_arenas[op.inference], op.dst_offset};
       {
@@ -277,16 +343,26 @@ Status Executor::finish_group(std::uint32_t group) {
   Impl& m = *impl_;
   if (auto st = m.wait_drained(); !st.ok()) return st;
   if (!m.trainer_group) return {};
-  const std::uint32_t imm = barrier_imm(m.version, group);
+  const std::uint32_t imm = m.barrier_value(m.cfg.rank, group);
   auto counter = m.engine.imm_counter(imm);
   if (!counter.ok()) return counter.status();
-  auto flag = std::make_shared<CompletionFlag>();
-  Barrier b;
-  b.group = m.trainer_group;
-  b.imm = imm;
-  b.dsts = m.other_trainers;
-  Status st = m.engine.submit_barrier(b, flag);
-  if (st.ok()) st = flag->wait(m.cfg.timeout);
+  Status st;
+  if (m.peers.trainer_imms.empty()) {
+    auto flag = std::make_shared<CompletionFlag>();
+    Barrier b;
+    b.group = m.trainer_group;
+    b.imm = imm;
+    b.dsts = m.other_trainers;
+    st = m.engine.submit_barrier(b, flag);
+    if (st.ok()) st = flag->wait(m.cfg.timeout);
+  } else {
+    // Each trainer counts in its own block: one value per destination, so one immediate each.
+    std::vector<std::uint32_t> ranks;
+    for (std::uint32_t t = 0; t < m.s.trainer_ranks; ++t) {
+      if (t != m.cfg.rank) ranks.push_back(t);
+    }
+    st = m.imm_to_each(m.other_trainers, [&](std::size_t i) { return m.barrier_value(ranks[i], group); });
+  }
   const auto t0 = Clock::now();
   const std::uint64_t others = m.s.trainer_ranks - 1;
   if (st.ok()) {
@@ -305,6 +381,11 @@ Status Executor::finish_group(std::uint32_t group) {
 Status Executor::commit() {
   Impl& m = *impl_;
   if (auto st = m.wait_drained(); !st.ok()) return st;
+  if (!m.peers.inference_imms.empty()) {
+    return m.imm_to_each(m.peers.inference_arenas, [&](std::size_t r) {
+      return m.data_value(static_cast<std::uint32_t>(r));
+    });
+  }
   auto flag = std::make_shared<CompletionFlag>();
   Barrier b;
   b.group = m.inference_group;

@@ -30,7 +30,7 @@ TEST(ImmSpace, BlocksDoNotOverlapAndStartAboveTheUnmanagedValues) {
   EXPECT_EQ(space->held(), 3u);
 }
 
-TEST(ImmSpace, AReleasedBlockIsReusedAndDestroyingReleases) {
+TEST(ImmSpace, AReleasedBlockIsReusedOnlyOnceTheSpaceRanOutAndDestroyingReleases) {
   auto space = std::make_shared<detail::ImmSpace>();
   std::uint32_t first = 0;
   {
@@ -43,12 +43,20 @@ TEST(ImmSpace, AReleasedBlockIsReusedAndDestroyingReleases) {
     EXPECT_EQ(space->held(), 1u);
   }
   EXPECT_EQ(space->held(), 0u);
-  auto again = space->reserve(100, "b");
-  ASSERT_TRUE(again.ok());
+  // Not at once: a WRITE still in flight for the old owner must not count for the next one.
+  auto next = space->reserve(100, "b");
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next->first(), first + 100);
+  // Once the rest of the space is taken, the freed values come back.
+  auto rest = space->reserve(0u - (first + 200), "rest");
+  ASSERT_TRUE(rest.ok()) << rest.status().to_string();
+  EXPECT_EQ(rest->first(), first + 200);
+  auto again = space->reserve(100, "c");
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
   EXPECT_EQ(again->first(), first);
   again->release();
   again->release();  // idempotent
-  EXPECT_EQ(space->held(), 0u);
+  EXPECT_EQ(space->held(), 2u);
 }
 
 TEST(ImmSpace, BadRequestsAreClearErrors) {
@@ -76,6 +84,29 @@ TEST(ImmReservation, CheckAndAtNameTheOwner) {
   EXPECT_NE(outside.message().find("\"kv\""), std::string::npos) << outside.message();
   EXPECT_EQ(kv->at(3).value(), kv->first() + 3);
   EXPECT_EQ(kv->at(4).status().code(), Errc::out_of_range);
+}
+
+TEST(ImmReservation, FromALowestValueTakesTheFirstFreeBlockAtOrAboveIt) {
+  auto space = std::make_shared<detail::ImmSpace>();
+  auto low = space->reserve(16, "low");
+  ASSERT_TRUE(low.ok());
+  // Below the reservable range: starts at kFirstReservableImm, past the block held there.
+  auto floor = space->reserve(16, "floor", 7);
+  ASSERT_TRUE(floor.ok()) << floor.status().to_string();
+  EXPECT_EQ(floor->first(), low->first() + 16);
+  // Inside a held block: lands after it, never overlapping.
+  auto inside = space->reserve(8, "inside", low->first() + 4);
+  ASSERT_TRUE(inside.ok());
+  EXPECT_EQ(inside->first(), floor->first() + 16);
+  // In a gap: exactly there.
+  const std::uint32_t gap = inside->first() + 1000;
+  auto exact = space->reserve(8, "exact", gap);
+  ASSERT_TRUE(exact.ok());
+  EXPECT_EQ(exact->first(), gap);
+  auto top = space->reserve(16, "top", 0xfffffff8u);
+  ASSERT_FALSE(top.ok());
+  EXPECT_EQ(top.status().code(), Errc::out_of_range);
+  EXPECT_NE(top.status().message().find("\"top\""), std::string::npos) << top.status().message();
 }
 
 TEST(ImmReservation, OutlivingItsEngineIsSafe) {

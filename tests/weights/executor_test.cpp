@@ -11,6 +11,7 @@
 
 #include "fabric/engine.hpp"
 #include "fabric/weights/executor.hpp"
+#include "fabric/weights/imms.hpp"
 #include "reference.hpp"
 #include "small_model.hpp"
 
@@ -119,6 +120,84 @@ TEST(Executor, FourTrainersFillTwoInferenceRanksByteForByteOverSeveralVersions) 
   EXPECT_GT(st.writes, 0u);
   EXPECT_LE(st.peak_staging_bytes, 1u << 20);
   EXPECT_FALSE(ex[0]->begin(3).ok());  // versions only grow
+}
+
+TEST(Executor, ReservedBlocksCarryEachRanksOwnValuesAndNothingElseArrives) {
+  Cluster c;
+  // Another workload's block first on inference rank 0, so the ranks' blocks differ.
+  auto other = c.inference[0]->reserve_imms(1000, "another workload");
+  ASSERT_TRUE(other.ok());
+  std::vector<ImmReservation> held;
+  for (auto& e : c.inference) {
+    held.push_back(reserve_update_imms(*e).value());
+    c.peers.inference_imms.push_back(block_of(held.back()));
+  }
+  EXPECT_NE(c.peers.inference_imms[0].first, c.peers.inference_imms[1].first);
+  std::vector<ImmReservation> own;
+  for (auto& e : c.trainers) {
+    own.push_back(reserve_update_imms(*e).value());
+    c.peers.trainer_imms.push_back(block_of(own.back()));
+  }
+  std::vector<std::unique_ptr<Executor>> ex;
+  for (std::uint32_t t = 0; t < 4; ++t) {
+    ExecutorConfig cfg;
+    cfg.rank = t;
+    cfg.timeout = 10000ms;
+    cfg.watermark_bytes = 1 << 20;
+    auto e = Executor::create(*c.trainers[t], c.s, cfg, c.peers, std::move(own[t]));
+    ASSERT_TRUE(e.ok()) << e.status().to_string();
+    ex.push_back(std::move(e).value());
+  }
+  const std::uint64_t v = 1;
+  auto g = make_globals(c.in, 5);
+  std::vector<std::shared_ptr<ImmCounter>> counters;
+  for (int r = 0; r < 2; ++r) {
+    const std::uint32_t imm = data_imm(c.peers.inference_imms[r], v);
+    ASSERT_TRUE(held[r].check(imm).ok());
+    if (r == 0) EXPECT_FALSE(other->contains(imm));  // (blocks are per engine)
+    counters.push_back(*c.inference[r]->imm_counter(imm));
+  }
+  std::vector<std::future<Status>> runs;
+  for (std::uint32_t t = 0; t < 4; ++t) {
+    runs.push_back(std::async(std::launch::async, [&, t] { return run_update(*ex[t], c.in, g, t, v); }));
+  }
+  for (auto& r : runs) {
+    Status st = r.get();
+    ASSERT_TRUE(st.ok()) << st.to_string();
+  }
+  auto want = assemble(c.in, c.s, g);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(counters[r]->wait(c.s.expected_imms[r], 10s).ok());
+    EXPECT_TRUE(c.arenas[r] == want[r]) << "inference rank " << r;
+    // Every immediate that reached the rank is one its block's counter took: none elsewhere.
+    EXPECT_EQ(counters[r]->value(), c.s.expected_imms[r]);
+    EXPECT_EQ(c.inference[r]->metrics().imms_received, c.s.expected_imms[r]);
+  }
+  // The trainers' barriers arrived in their own blocks, 3 per trainer per mesh group.
+  for (std::uint32_t t = 0; t < 4; ++t) {
+    EXPECT_EQ(c.trainers[t]->metrics().imms_received, 3u * c.s.group_names.size()) << "trainer " << t;
+  }
+}
+
+TEST(Executor, UpdateBlocksOnOneEngineAreDisjointAndExhaustionNamesWeights) {
+  EngineConfig ec;
+  ec.provider = "shm";
+  auto engine = TransferEngine::create(ec).value();
+  auto a = reserve_update_imms(*engine);
+  auto b = reserve_update_imms(*engine);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_GE(b->first(), a->first() + kUpdateImms);
+  // Everything above b taken: no room for a third.
+  auto rest = engine->reserve_imms_from(b->first() + b->count(), 0u - (b->first() + b->count()), "rest");
+  ASSERT_TRUE(rest.ok()) << rest.status().to_string();
+  a->release();  // a's block is free again, and a third fits exactly there
+  auto c = reserve_update_imms(*engine);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->first(), a->first());
+  auto d = reserve_update_imms(*engine);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), Errc::out_of_range);
+  EXPECT_NE(d.status().message().find("weights"), std::string::npos) << d.status().message();
 }
 
 TEST(Executor, AMissingTrainerFailsTheUpdateOnEveryRankInBoundedTime) {

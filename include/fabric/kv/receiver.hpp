@@ -49,6 +49,10 @@ struct Tail {
   std::uint64_t bytes = 0;
 };
 
+// Immediates a Receiver reserves on its engine (TransferEngine::reserve_imms, owner
+// "kv.receiver#<n>"), one per request whose expectation is pending; released with the Receiver.
+inline constexpr std::uint32_t kReceiverImms = 1u << 16;
+
 class Receiver {
  public:
   static Result<std::unique_ptr<Receiver>> create(TransferEngine& engine, ReceiverConfig config);

@@ -52,9 +52,8 @@ struct MoeConfig {
   // Bound on every wait for peers; a rank that does not deliver in time is
   // named in the error.
   std::chrono::milliseconds timeout{10000};
-  // The group's immediates are imm_base + kind*world_size + source; another
-  // group on the same engine needs a disjoint range.
-  std::uint32_t imm_base = 0x4d450000;
+  // (The group's immediates are not configured: create reserves 5 * world_size values on the
+  // engine, the same block on every rank, and releases them with the group; docs/moe.md.)
   // Names this group's shared-memory arenas (unique per group instance).
   std::string session;
   // CPU threads of the host device.

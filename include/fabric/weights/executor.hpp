@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "fabric/engine.hpp"
+#include "fabric/weights/imms.hpp"
 #include "fabric/weights/schedule.hpp"
 
 namespace fabric::weights {
@@ -42,6 +43,13 @@ struct ExecutorConfig {
 struct ExecutorPeers {
   std::vector<MrDesc> inference_arenas;  // per inference rank: its one registration
   std::vector<MrDesc> trainer_barriers;  // per trainer rank (own entry unused)
+  // The immediate blocks the ranks reserved on their engines (reserve_update_imms,
+  // fabric/weights/imms.hpp), learnt with their descriptors: per inference rank, and per
+  // trainer rank (own entry: the block this trainer counts barriers in). Both empty: the fixed
+  // values of data_imm(version) and barrier_imm(version, group) (schedule.hpp), for receivers
+  // that do not reserve (the Python receiver); they may collide with other workloads.
+  std::vector<ImmBlock> inference_imms;
+  std::vector<ImmBlock> trainer_imms;
 };
 
 struct ExecutorStats {
@@ -57,8 +65,11 @@ struct ExecutorStats {
 
 class Executor {
  public:
+  // own_imms: this trainer's reservation (the block peers.trainer_imms[rank] names), held
+  // and released by the executor; may stay empty when the caller holds it.
   static Result<std::unique_ptr<Executor>> create(TransferEngine& engine, Schedule schedule,
-                                                  ExecutorConfig config, ExecutorPeers peers);
+                                                  ExecutorConfig config, ExecutorPeers peers,
+                                                  ImmReservation own_imms = {});
   ~Executor();  // waits (bounded) for writes still in flight, then deregisters
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
