@@ -23,11 +23,6 @@ namespace {
 
 using fabric::test::Channel;
 
-struct Failure {
-  std::string text;
-  long long ms_into_iteration = -1;  // from the start of the failing iteration
-};
-
 std::string first_difference(const std::byte* a, const std::byte* b, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i)
     if (a[i] != b[i])
@@ -51,11 +46,12 @@ std::string first_difference(const std::byte* a, const std::byte* b, std::size_t
   std::abort();
 }
 
-// Runs `iterations` on a group of `config`; the first failure is returned.
+}  // namespace
+
 std::optional<Failure> run_iterations(MoeGroup& group, TransferEngine& engine, const Scenario& sc,
                                       const MoeConfig& config, std::uint32_t first_iteration,
                                       std::uint32_t iterations, std::int32_t die_rank,
-                                      std::uint32_t die_at) {
+                                      std::uint32_t die_at, bool quiesce) {
   HostDevice device(group, sc.proxy, &engine);
   const auto& layout = group.layout(config.rank);
   const Placement placement(config);
@@ -121,9 +117,12 @@ std::optional<Failure> run_iterations(MoeGroup& group, TransferEngine& engine, c
                      first_difference(out.data(), want.data(), want.size())};
   }
   if (auto st = device.wait_idle(); !st.ok()) return Failure{"proxy: " + st.to_string()};
+  if (!quiesce) return std::nullopt;
   if (auto st = group.quiesce(); !st.ok()) return Failure{"quiesce: " + st.to_string()};
   return std::nullopt;
 }
+
+namespace {
 
 std::string stats_line(const MoeGroup& group) {
   const auto s = group.stats();

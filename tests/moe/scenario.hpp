@@ -4,9 +4,12 @@
 // device, and check every result against the dense reference.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
+#include "fabric/engine.hpp"
 #include "fabric/moe/config.hpp"
+#include "fabric/moe/group.hpp"
 #include "fabric/moe/host_device.hpp"
 #include "fabric_test/channel.hpp"
 #include "workload.hpp"
@@ -33,6 +36,21 @@ struct Scenario {
   std::uint32_t die_at = 0;
   std::uint32_t iterations_after_rebuild = 0;
 };
+
+struct Failure {
+  std::string text;
+  long long ms_into_iteration = -1;  // from the start of the failing iteration
+};
+
+// Runs `iterations` (numbered from first_iteration) on a group of `config` on the host device,
+// each checked against the reference; the first failure is returned. Rank die_rank SIGKILLs
+// itself, once idle, at the start of iteration die_at (-1: nobody). Without quiesce, the last
+// iteration's barrier is not awaited nor strays checked: for a rank leaving the group while
+// the others go on (their next iteration may be arriving).
+std::optional<Failure> run_iterations(MoeGroup& group, TransferEngine& engine, const Scenario& sc,
+                                      const MoeConfig& config, std::uint32_t first_iteration,
+                                      std::uint32_t iterations, std::int32_t die_rank,
+                                      std::uint32_t die_at, bool quiesce = true);
 
 // Exit code kChildOk when every check held; the report line (sent to the
 // parent) carries the stats, or the failure.
