@@ -2,13 +2,13 @@
 // even after the provider gives its index to another peer; completions count only for the
 // entry's current generation.
 #include "libfabric/av_entries.hpp"
+#include "shm_region_file.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <random>
 #include <string>
 
 namespace fabric::ofi {
@@ -52,21 +52,7 @@ TEST(AvEntries, AnUnknownIndexIsStale) {
 
 // A region file named as the engine names shm endpoints, of this very process: the peer is
 // gone once the file is unlinked (its endpoint closed).
-class RegionFile {
- public:
-  RegionFile() {
-    std::random_device rd;
-    name_ = "fl-" + std::to_string(::getpid()) + "-aventriestest" + std::to_string(rd()) + ":0:0";
-    const int fd = ::open(path().c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
-    if (fd >= 0) ::close(fd);
-  }
-  ~RegionFile() { ::unlink(path().c_str()); }
-  [[nodiscard]] std::string path() const { return "/dev/shm/" + name_; }
-  [[nodiscard]] std::string address() const { return "fi_shm://" + name_; }
-
- private:
-  std::string name_;
-};
+using RegionFile = test::RegionFile;
 
 std::span<const std::byte> bytes_of(const std::string& s) {
   return {reinterpret_cast<const std::byte*>(s.c_str()), s.size() + 1};
@@ -74,7 +60,7 @@ std::span<const std::byte> bytes_of(const std::string& s) {
 
 TEST(AvEntries, AGonePeerIsOfferedForReleaseOnlyOnceNothingIsPostedToIt) {
   AvEntries av;
-  RegionFile region;
+  RegionFile region(::getpid(), "aventriestest");
   ASSERT_EQ(::access(region.path().c_str(), F_OK), 0) << region.path();
   auto watch = ShmPeerLiveness::watch(bytes_of(region.address()));
   ASSERT_NE(watch, nullptr);

@@ -1,4 +1,5 @@
 #include "libfabric/shm_liveness.hpp"
+#include "shm_region_file.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -6,7 +7,6 @@
 #include <unistd.h>
 
 #include <cstddef>
-#include <random>
 #include <string>
 #include <thread>
 
@@ -19,21 +19,7 @@ std::span<const std::byte> bytes_of(const std::string& s) {
 }
 
 // A region file as shm makes one, named like the engine's endpoints.
-class RegionFile {
- public:
-  explicit RegionFile(pid_t pid) {
-    std::random_device rd;
-    name_ = "fl-" + std::to_string(pid) + "-livenesstest" + std::to_string(rd()) + ":0:0";
-    const int fd = ::open(path().c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
-    if (fd >= 0) ::close(fd);
-  }
-  ~RegionFile() { ::unlink(path().c_str()); }
-  [[nodiscard]] std::string path() const { return "/dev/shm/" + name_; }
-  [[nodiscard]] std::string address() const { return "fi_shm://" + name_; }
-
- private:
-  std::string name_;
-};
+using RegionFile = test::RegionFile;
 
 TEST(ShmPeerLiveness, ReadsThePidOfTheEnginesNamesOnly) {
   EXPECT_EQ(ShmPeerLiveness::pid_of("fl-1234-00ff:0:0"), 1234);
@@ -45,7 +31,7 @@ TEST(ShmPeerLiveness, ReadsThePidOfTheEnginesNamesOnly) {
 }
 
 TEST(ShmPeerLiveness, AClosedEndpointIsGoneThoughItsProcessRuns) {
-  RegionFile region(::getpid());
+  RegionFile region(::getpid(), "livenesstest");
   auto watch = ShmPeerLiveness::watch(bytes_of(region.address()));
   ASSERT_NE(watch, nullptr);
   EXPECT_TRUE(watch->check().ok()) << watch->check().to_string();
@@ -69,7 +55,7 @@ TEST(ShmPeerLiveness, AnExitedProcessIsGoneThoughItsRegionFileStays) {
     ::_exit(0);
   }
   ::close(ready[0]);
-  RegionFile region(child);  // as after a SIGKILL: the file outlives the process
+  RegionFile region(child, "livenesstest");  // as after a SIGKILL: the file outlives the process
   auto watch = ShmPeerLiveness::watch(bytes_of(region.address()));
   ASSERT_NE(watch, nullptr);
   EXPECT_TRUE(watch->check().ok()) << watch->check().to_string();
