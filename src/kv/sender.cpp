@@ -9,6 +9,7 @@
 #include <variant>
 
 #include "link.hpp"
+#include "released_ids.hpp"
 #include "write_batch.hpp"
 
 namespace fabric::kv {
@@ -81,11 +82,16 @@ struct Sender::Impl : std::enable_shared_from_this<Sender::Impl> {
     std::vector<std::pair<std::string, RequestStatus>> notes;
   };
 
-  Impl(TransferEngine& e, SenderConfig c) : engine(e), config(std::move(c)), link(e, config.liveness) {}
+  Impl(TransferEngine& e, SenderConfig c)
+      : engine(e),
+        config(std::move(c)),
+        link(e, config.liveness),
+        released(config.released_ids_kept) {}
 
   TransferEngine& engine;
   SenderConfig config;
   Link link;
+  ReleasedIds released;
   mutable std::mutex mutex;
   std::unordered_map<std::uint64_t, Peer> peers;
   std::unordered_map<std::string, Entry> entries;
@@ -335,6 +341,14 @@ struct Sender::Impl : std::enable_shared_from_this<Sender::Impl> {
     std::string id = q.id;
     auto e = entries.find(id);
     if (e == entries.end()) {
+      if (auto end = released.find(id)) {
+        reply(a, from, msg::Reject{id, Status(Errc::not_found,
+                                              fmt::format("request {} ended {} and was released "
+                                                          "on this prefiller before this decoder "
+                                                          "asked",
+                                                          id, state_name(*end)))});
+        return;
+      }
       early[id].push_back({from, std::move(q), Clock::now() + config.receiver_timeout});
       return;
     }
@@ -361,6 +375,7 @@ struct Sender::Impl : std::enable_shared_from_this<Sender::Impl> {
   void handle(Actions& a, std::uint64_t from, msg::Decline& d) {
     auto e = entries.find(d.id);
     if (e == entries.end()) {
+      if (released.find(d.id)) return;  // nothing left to stop holding
       early_declines[d.id].emplace_back(from, Clock::now() + config.receiver_timeout);
       return;
     }
@@ -552,6 +567,7 @@ Status Sender::prepare(std::string id, std::vector<std::uint32_t> pages, std::ui
     if (im.entries.contains(id)) {
       return {Errc::invalid_argument, fmt::format("KV sender: request {} exists", id)};
     }
+    im.released.forget(id);
     Impl::Entry& e = im.entries[id];
     e.pages = std::move(pages);
     e.num_tokens = num_tokens;
@@ -693,6 +709,7 @@ Status Sender::release(std::string_view id) {
             fmt::format("KV sender: request {} is still {}", id,
                         state_name(it->second.status.state))};
   }
+  impl_->released.add(it->first, it->second.status.state);
   impl_->entries.erase(it);
   return Status::success();
 }

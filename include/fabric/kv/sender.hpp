@@ -3,6 +3,7 @@
 // (layer_done, from a host thread or a watcher callback) writes that layer into every decoder
 // that asked for it (docs/kv.md).
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -23,6 +24,9 @@ struct SenderConfig {
   Liveness liveness;
   // How long a prepared request waits for its decoders' requests before it fails.
   std::chrono::milliseconds receiver_timeout{30000};
+  // How many of the most recently released request ids are remembered: a decoder asking for one of
+  // them is rejected at once ("released") rather than after receiver_timeout. 0: none.
+  std::size_t released_ids_kept = 16384;
   StateCallback on_state;
 };
 
