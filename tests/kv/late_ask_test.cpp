@@ -5,8 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "fabric/engine.hpp"
@@ -30,6 +34,11 @@ std::unique_ptr<TransferEngine> engine() {
 }
 
 struct PrefillAndDecode {
+  // The sender's states by id, from on_state. First, so that it outlives the engines whose
+  // threads report them.
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::map<std::string, State> sender_states;
   KvLayout layout = vllm_cpu({2, 8, 16, 4, {0, 4}, 32, 2});
   std::vector<std::byte> prefill_memory = std::vector<std::byte>(layout.span_bytes() + 4096);
   std::vector<std::byte> decode_memory = std::vector<std::byte>(layout.span_bytes() + 4096);
@@ -47,6 +56,13 @@ struct PrefillAndDecode {
     sc.regions.assign(layout.num_regions, mr->handle);
     sc.receiver_timeout = kReceiverTimeout;
     sc.released_ids_kept = released_ids_kept;
+    sc.on_state = [this](const std::string& id, const RequestStatus& st) {
+      {
+        std::lock_guard lock(mutex);
+        sender_states[id] = st.state;
+      }
+      changed.notify_all();
+    };
     auto s = Sender::create(*prefill_engine, sc);
     ASSERT_TRUE(s.ok()) << s.status().to_string();
     sender = std::move(*s);
@@ -71,6 +87,21 @@ struct PrefillAndDecode {
     if (!expected.ok()) return expected.status();
     return receiver->wait(id, kWait);
   }
+  // Releases `id` on both sides. The decoder sees it done when the last write lands; the
+  // prefiller once that write's completion comes back, which may be later: waited for.
+  void Release(const std::string& id) {
+    ASSERT_TRUE(receiver->release(id).ok());
+    {
+      std::unique_lock lock(mutex);
+      ASSERT_TRUE(changed.wait_for(lock, kWait, [&] {
+        auto it = sender_states.find(id);
+        return it != sender_states.end() && is_terminal(it->second);
+      })) << "the prefiller did not end " << id;
+      sender_states.erase(id);
+    }
+    auto released = sender->release(id);
+    ASSERT_TRUE(released.ok()) << released.to_string();
+  }
 };
 
 TEST(KvLateAsk, AskForAReleasedRequestIsRejectedAtOnce) {
@@ -80,8 +111,7 @@ TEST(KvLateAsk, AskForAReleasedRequestIsRejectedAtOnce) {
   auto first = pd.Ask("r1");
   ASSERT_TRUE(first.ok()) << first.status().to_string();
   ASSERT_EQ(first->state, State::done) << first->error.to_string();
-  ASSERT_TRUE(pd.receiver->release("r1").ok());
-  ASSERT_TRUE(pd.sender->release("r1").ok());
+  ASSERT_NO_FATAL_FAILURE(pd.Release("r1"));
 
   auto late = pd.Ask("r1");
   ASSERT_TRUE(late.ok()) << late.status().to_string();
@@ -97,8 +127,7 @@ TEST(KvLateAsk, AReleasedIdPreparedAgainIsServed) {
   ASSERT_NO_FATAL_FAILURE(pd.Prefill("r1"));
   auto first = pd.Ask("r1");
   ASSERT_TRUE(first.ok() && first->state == State::done);
-  ASSERT_TRUE(pd.receiver->release("r1").ok());
-  ASSERT_TRUE(pd.sender->release("r1").ok());
+  ASSERT_NO_FATAL_FAILURE(pd.Release("r1"));
 
   ASSERT_NO_FATAL_FAILURE(pd.Prefill("r1"));
   auto again = pd.Ask("r1");
@@ -114,8 +143,7 @@ TEST(KvLateAsk, WithNoMemoryALateAskWaitsForAPrepare) {
   ASSERT_NO_FATAL_FAILURE(pd.Prefill("r1"));
   auto first = pd.Ask("r1");
   ASSERT_TRUE(first.ok() && first->state == State::done);
-  ASSERT_TRUE(pd.receiver->release("r1").ok());
-  ASSERT_TRUE(pd.sender->release("r1").ok());
+  ASSERT_NO_FATAL_FAILURE(pd.Release("r1"));
 
   const std::uint32_t sources[] = {pd.source};
   ASSERT_TRUE(pd.receiver->request("r1", {2, 3}, kTokens, sources).ok());
