@@ -33,6 +33,10 @@ class PyEngine {
     return result;
   }
 
+  // The engine itself, for a workload that runs on it (kv.Sender, moe.Buffer) and holds it as
+  // long as it lives, past this object's stop() too. ShutdownError once stopped.
+  [[nodiscard]] std::shared_ptr<TransferEngine> share() const { return live(); }
+
   [[nodiscard]] const NetAddr& address() const noexcept { return address_; }
   [[nodiscard]] const EngineConfig& config() const noexcept { return config_; }
   [[nodiscard]] bool stopped() const noexcept { return engine_ == nullptr; }

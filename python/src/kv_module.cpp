@@ -1,17 +1,21 @@
-// fabric_lib._kv (a submodule of fabric_lib._native): the binding of the KV module (docs/kv.md). Each Sender and Receiver owns its
-// engine (one KV endpoint per engine) and registers the memory it is given, so Python hands it
-// tensors' (pointer, length) and keeps the tensors alive itself (fabric_lib.kv does).
+// fabric_lib._kv (a submodule of fabric_lib._native): the binding of the KV module (docs/kv.md). A
+// Sender or Receiver runs on the fabric_lib.Engine it is given (engine=), beside the process's other
+// workloads, or on an engine of its own made from its options; it registers the memory it is given
+// and deregisters it when it closes, so Python hands it tensors' (pointer, length) and keeps the
+// tensors alive itself (fabric_lib.kv does).
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <tuple>
 
 #include "errors.hpp"
+#include "workload_engine.hpp"
 #include "fabric/engine.hpp"
 #include "fabric/kv/layout.hpp"
 #include "fabric/kv/plan.hpp"
@@ -24,6 +28,7 @@ using namespace fabric::kv;
 // fabric_lib's exception classes (FabricError and one subclass per Errc).
 using fabric::python::check;
 using fabric::python::take;
+using fabric::python::WorkloadEngine;
 
 namespace {
 
@@ -45,14 +50,22 @@ struct EngineOptions {
   std::string thread_cpus;
 };
 
-std::unique_ptr<TransferEngine> make_engine(const EngineOptions& o) {
-  EngineConfig c;
-  c.provider = o.provider;
-  c.bind_address = o.bind_address;
-  c.request_timeout = std::chrono::milliseconds(o.request_timeout_ms);
-  c.max_message_size = static_cast<std::uint32_t>(o.max_message_size);
-  if (!o.thread_cpus.empty()) c.thread_cpus = take(CpuSet::parse(o.thread_cpus));
-  return take(TransferEngine::create(c));
+// The config of a Sender's or Receiver's own engine (no engine= given).
+std::function<EngineConfig()> own_config(const EngineOptions& o) {
+  return [o] {
+    EngineConfig c;
+    c.provider = o.provider;
+    c.bind_address = o.bind_address;
+    c.request_timeout = std::chrono::milliseconds(o.request_timeout_ms);
+    c.max_message_size = static_cast<std::uint32_t>(o.max_message_size);
+    if (!o.thread_cpus.empty()) c.thread_cpus = take(CpuSet::parse(o.thread_cpus));
+    return c;
+  };
+}
+
+py::bytes address_of(const WorkloadEngine& e) {
+  auto b = e.get().main_address().encode();
+  return {reinterpret_cast<const char*>(b.data()), b.size()};
 }
 
 py::tuple status_tuple(const RequestStatus& s) {
@@ -73,32 +86,45 @@ MemoryRange region_range(const RegionArg& r) {
 class PySender {
  public:
   PySender(KvLayout layout, const std::vector<RegionArg>& regions, std::optional<RegionArg> tail,
-           EngineOptions o, int heartbeat_ms, int receiver_timeout_ms) {
-    engine_ = make_engine(o);
-    SenderConfig cfg;
-    cfg.layout = std::move(layout);
-    std::vector<MemoryRange> ranges;
-    for (const auto& r : regions) ranges.push_back(region_range(r));
-    // One batch: vLLM hands one tensor per layer, and reg_mr each pays a worker round trip.
-    for (auto& r : take(engine_->reg_mrs(ranges))) cfg.regions.push_back(r.handle);
-    if (tail) {
-      const MemoryRange t = region_range(*tail);
-      tail_ = take(engine_->reg_mr(t.ptr, t.length, t.device)).handle;
+           EngineOptions o, int heartbeat_ms, int receiver_timeout_ms, const py::object& engine)
+      : engine_(engine, own_config(o)) {
+    try {
+      TransferEngine& e = engine_.get();
+      SenderConfig cfg;
+      cfg.layout = std::move(layout);
+      std::vector<MemoryRange> ranges;
+      for (const auto& r : regions) ranges.push_back(region_range(r));
+      // One batch: vLLM hands one tensor per layer, and reg_mr each pays a worker round trip.
+      for (auto& r : take(released([&] { return e.reg_mrs(ranges); }))) registered_.push_back(r.handle);
+      cfg.regions = registered_;
+      if (tail) {
+        const MemoryRange t = region_range(*tail);
+        tail_ = take(released([&] { return e.reg_mr(t.ptr, t.length, t.device); })).handle;
+        registered_.push_back(tail_);
+      }
+      cfg.liveness.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
+      cfg.receiver_timeout = std::chrono::milliseconds(receiver_timeout_ms);
+      sender_ = take(released([&] { return Sender::create(e, cfg); }));
+    } catch (...) {
+      close();  // no destructor runs for a constructor that threw: a shared engine keeps nothing
+      throw;
     }
-    cfg.liveness.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
-    cfg.receiver_timeout = std::chrono::milliseconds(receiver_timeout_ms);
-    sender_ = take(Sender::create(*engine_, cfg));
   }
   ~PySender() { close(); }
   void close() {
-    py::gil_scoped_release r;
-    sender_.reset();
-    if (engine_) engine_->stop();
+    if (!engine_) return;
+    {
+      py::gil_scoped_release r;
+      sender_.reset();
+      // An own engine drops them as it stops; a shared one keeps serving the other workloads.
+      if (engine_.shared()) {
+        for (const auto& h : registered_) (void)engine_.get().dereg_mr(h);
+      }
+      registered_.clear();
+    }
+    engine_.close();
   }
-  py::bytes address() const {
-    auto b = engine_->main_address().encode();
-    return {reinterpret_cast<const char*>(b.data()), b.size()};
-  }
+  py::bytes address() const { return address_of(engine_); }
   void prepare(const std::string& id, std::vector<std::uint32_t> pages, std::uint32_t tokens,
                std::uint32_t receivers, std::optional<std::uint64_t> tail_offset) {
     std::optional<LocalSlice> tail;
@@ -133,7 +159,8 @@ class PySender {
     if (!sender_) python::raise_error(Errc::shutdown, "the KV Sender is closed");
     return *sender_;
   }
-  std::unique_ptr<TransferEngine> engine_;
+  WorkloadEngine engine_;
+  std::vector<MrHandle> registered_;  // the regions', then the tail's
   MrHandle tail_;
   std::unique_ptr<Sender> sender_;
 };
@@ -141,8 +168,8 @@ class PySender {
 class PyReceiver {
  public:
   PyReceiver(KvLayout layout, const std::vector<RegionArg>& regions, EngineOptions o,
-             std::uint64_t spread, int heartbeat_ms, int quarantine_ms) {
-    engine_ = make_engine(o);
+             std::uint64_t spread, int heartbeat_ms, int quarantine_ms, const py::object& engine)
+      : engine_(engine, own_config(o)) {
     ReceiverConfig cfg;
     cfg.layout = std::move(layout);
     for (const auto& r : regions) {
@@ -152,18 +179,19 @@ class PyReceiver {
     cfg.spread = spread;
     cfg.liveness.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
     cfg.quarantine = std::chrono::milliseconds(quarantine_ms);
-    receiver_ = take(Receiver::create(*engine_, cfg));
+    TransferEngine& e = engine_.get();
+    receiver_ = take(released([&] { return Receiver::create(e, cfg); }));
   }
   ~PyReceiver() { close(); }
   void close() {
-    py::gil_scoped_release r;
-    receiver_.reset();
-    if (engine_) engine_->stop();
+    if (!engine_) return;
+    {
+      py::gil_scoped_release r;
+      receiver_.reset();  // deregisters its regions and gives its immediates back
+    }
+    engine_.close();
   }
-  py::bytes address() const {
-    auto b = engine_->main_address().encode();
-    return {reinterpret_cast<const char*>(b.data()), b.size()};
-  }
+  py::bytes address() const { return address_of(engine_); }
   std::uint32_t connect(const py::bytes& addr, double timeout_s) {
     std::string raw = addr;
     auto a = take(NetAddr::decode(std::as_bytes(std::span(raw.data(), raw.size()))));
@@ -204,7 +232,7 @@ class PyReceiver {
     if (!receiver_) python::raise_error(Errc::shutdown, "the KV Receiver is closed");
     return *receiver_;
   }
-  std::unique_ptr<TransferEngine> engine_;
+  WorkloadEngine engine_;
   std::unique_ptr<Receiver> receiver_;
 };
 
@@ -304,11 +332,13 @@ void bind_kv(py::module_& m) {
       .def_readwrite("max_message_size", &EngineOptions::max_message_size)
       .def_readwrite("thread_cpus", &EngineOptions::thread_cpus);
 
-  py::class_<PySender>(m, "Sender", "The prefill side (fabric::kv::Sender) with its own engine.")
+  py::class_<PySender>(m, "Sender",
+                       "The prefill side (fabric::kv::Sender), on the given fabric_lib.Engine or "
+                       "its own.")
       .def(py::init<KvLayout, std::vector<RegionArg>, std::optional<RegionArg>, EngineOptions, int,
-                    int>(),
-           py::arg("layout"), py::arg("regions"), py::arg("tail"), py::arg("engine"),
-           py::arg("heartbeat_ms"), py::arg("receiver_timeout_ms"))
+                    int, py::object>(),
+           py::arg("layout"), py::arg("regions"), py::arg("tail"), py::arg("options"),
+           py::arg("heartbeat_ms"), py::arg("receiver_timeout_ms"), py::arg("engine") = py::none())
       .def_property_readonly("address", &PySender::address)
       .def("prepare", &PySender::prepare, py::arg("id"), py::arg("pages"), py::arg("num_tokens"),
            py::arg("receivers") = 1, py::arg("tail_offset") = py::none())
@@ -321,10 +351,13 @@ void bind_kv(py::module_& m) {
       .def("active_requests", &PySender::active)
       .def("close", &PySender::close);
 
-  py::class_<PyReceiver>(m, "Receiver", "The decode side (fabric::kv::Receiver) with its own engine.")
-      .def(py::init<KvLayout, std::vector<RegionArg>, EngineOptions, std::uint64_t, int, int>(),
-           py::arg("layout"), py::arg("regions"), py::arg("engine"), py::arg("spread"),
-           py::arg("heartbeat_ms"), py::arg("quarantine_ms"))
+  py::class_<PyReceiver>(m, "Receiver",
+                         "The decode side (fabric::kv::Receiver), on the given fabric_lib.Engine or "
+                         "its own.")
+      .def(py::init<KvLayout, std::vector<RegionArg>, EngineOptions, std::uint64_t, int, int,
+                    py::object>(),
+           py::arg("layout"), py::arg("regions"), py::arg("options"), py::arg("spread"),
+           py::arg("heartbeat_ms"), py::arg("quarantine_ms"), py::arg("engine") = py::none())
       .def_property_readonly("address", &PyReceiver::address)
       .def("connect", &PyReceiver::connect, py::arg("address"), py::arg("timeout") = 30.0)
       .def("source_layout", &PyReceiver::source_layout)

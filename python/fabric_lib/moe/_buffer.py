@@ -9,7 +9,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from .. import InvalidArgumentError
+from .. import Engine, InvalidArgumentError
 from . import _moe
 from ._store import store_all_gather
 
@@ -109,9 +109,15 @@ class Buffer:
     the ranks of a dp group pass identical tokens; with node_size > 1 ranks of a node copy
     directly through shared memory. `proxy="thread"` (default) runs the engine-side steps on a
     proxy thread (overflow WRITEs go out as soon as the routes are in); "inline" runs them in
-    the calling thread between the device steps. `idle_spin_us`, `idle_yield_us` and
-    `idle_sleep_us` are the engine worker's idle policy (as in `fabric_lib.Engine`); None keeps
-    the engine's default.
+    the calling thread between the device steps.
+
+    `engine`: the process's `fabric_lib.Engine`, which its other workloads (KV, weights) share;
+    the Buffer takes its immediates from the engine's reservations and gives them and its
+    registration back on close(). Without it the Buffer makes an engine of its own from
+    `provider` (default "shm"), `bind_address`, `request_timeout_ms` (5000), `busy_poll`,
+    `record_post_timings` and the idle policy `idle_spin_us`, `idle_yield_us`, `idle_sleep_us`
+    (as in `fabric_lib.Engine`; None keeps the engine's default); with it, none of these may be
+    given (InvalidArgumentError): set them on the Engine.
     """
 
     def __init__(
@@ -126,7 +132,8 @@ class Buffer:
         store: Any = None,
         all_gather: Optional[Callable[[bytes], list[bytes]]] = None,
         key: str = "fabric_lib.moe",
-        provider: str = "shm",
+        engine: Optional[Engine] = None,
+        provider: Optional[str] = None,
         x_dtype: Any = "bf16",
         num_scales: int = 0,
         combine_dtype: str = "bf16",
@@ -137,15 +144,30 @@ class Buffer:
         expert_alignment: int = 1,
         timeout_ms: int = 10000,
         host_threads: int = 1,
-        request_timeout_ms: int = 5000,
-        record_post_timings: bool = False,
-        busy_poll: bool = False,
-        bind_address: str = "127.0.0.1",
+        request_timeout_ms: Optional[int] = None,
+        record_post_timings: Optional[bool] = None,
+        busy_poll: Optional[bool] = None,
+        bind_address: Optional[str] = None,
         proxy: str = "thread",
         idle_spin_us: Optional[int] = None,
         idle_yield_us: Optional[int] = None,
         idle_sleep_us: Optional[int] = None,
     ) -> None:
+        own_engine = {k: v for k, v in (
+            ("provider", provider), ("request_timeout_ms", request_timeout_ms),
+            ("record_post_timings", record_post_timings), ("busy_poll", busy_poll),
+            ("bind_address", bind_address), ("idle_spin_us", idle_spin_us),
+            ("idle_yield_us", idle_yield_us), ("idle_sleep_us", idle_sleep_us)) if v is not None}
+        if engine is not None:
+            if not isinstance(engine, Engine):
+                raise InvalidArgumentError(
+                    f"moe Buffer: engine= takes a fabric_lib.Engine, not {type(engine).__name__}")
+            if own_engine:
+                raise InvalidArgumentError(
+                    f"moe Buffer: engine= was given, so {', '.join(sorted(own_engine))} cannot be: "
+                    "they configure the engine a Buffer makes for itself (set them on the "
+                    "fabric_lib.Engine instead)")
+        own_engine.setdefault("provider", "shm")
         if all_gather is None:
             if store is None:
                 raise InvalidArgumentError("pass store= (a key-value store) or all_gather=")
@@ -166,14 +188,11 @@ class Buffer:
             out_dtype=self._out_dtype, dp_size=dp_size, node_size=node_size))
         self._group = _moe.Group(
             rank, world_size, num_experts, hidden, num_max_dispatch_tokens_per_rank, top_k, all_gather,
-            provider=provider, dispatch_element_bytes=element_bytes, num_scales=num_scales,
+            dispatch_element_bytes=element_bytes, num_scales=num_scales,
             combine_input=combine_dtype, combine_output=out_dtype,
             max_private_tokens=max_private_tokens, dp_size=dp_size, node_size=node_size,
             expert_alignment=expert_alignment, timeout_ms=timeout_ms, host_threads=host_threads,
-            request_timeout_ms=request_timeout_ms, record_post_timings=record_post_timings,
-            busy_poll=busy_poll, bind_address=bind_address, proxy=proxy,
-            **{k: v for k, v in (("idle_spin_us", idle_spin_us), ("idle_yield_us", idle_yield_us),
-                                 ("idle_sleep_us", idle_sleep_us)) if v is not None})
+            proxy=proxy, engine=engine, **own_engine)
         layout = self._group.layout()
         self.layout = layout
         self.num_local_experts = layout["local_experts"]

@@ -1,6 +1,7 @@
-// fabric_lib.moe._moe: one rank of an expert-parallel group (MoeGroup with
-// its own TransferEngine, driven by the CPU device). The DeepEP-shaped API
-// on top is python/fabric_lib/moe/__init__.py; docs/moe.md describes both.
+// fabric_lib.moe._moe: one rank of an expert-parallel group (MoeGroup, driven by the CPU
+// device) on the given fabric_lib.Engine, beside the process's other workloads, or on an engine
+// of its own. The DeepEP-shaped API on top is python/fabric_lib/moe/_buffer.py; docs/moe.md
+// describes both.
 #include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -17,6 +18,7 @@
 #include "../arg_types.hpp"
 #include "../buffer.hpp"
 #include "../errors.hpp"
+#include "../workload_engine.hpp"
 
 namespace py = pybind11;
 using namespace fabric;
@@ -25,6 +27,7 @@ using fabric::python::BufferArg;
 using fabric::python::BytesView;
 using fabric::python::check;
 using fabric::python::raise_status;
+using fabric::python::WorkloadEngine;
 
 namespace {
 
@@ -44,19 +47,19 @@ class Group {
         std::uint32_t expert_alignment, std::uint32_t timeout_ms, std::uint32_t host_threads,
         std::uint32_t request_timeout_ms, bool record_post_timings, bool busy_poll,
         const std::string& bind_address, const std::string& proxy, std::uint32_t idle_spin_us,
-        std::uint32_t idle_yield_us, std::uint32_t idle_sleep_us) {
-    EngineConfig ec;
-    ec.idle_spin = std::chrono::microseconds(idle_spin_us);
-    ec.idle_yield = std::chrono::microseconds(idle_yield_us);
-    ec.idle_sleep = std::chrono::microseconds(idle_sleep_us);
-    ec.provider = provider;
-    ec.bind_address = bind_address;
-    ec.request_timeout = std::chrono::milliseconds(request_timeout_ms);
-    ec.record_post_timings = record_post_timings;
-    ec.busy_poll = busy_poll;
-    auto engine = TransferEngine::create(ec);
-    if (!engine.ok()) raise_status(engine.status());
-    engine_ = std::move(engine.value());
+        std::uint32_t idle_yield_us, std::uint32_t idle_sleep_us, const py::object& engine)
+      : engine_(engine, [&] {
+          EngineConfig ec;
+          ec.idle_spin = std::chrono::microseconds(idle_spin_us);
+          ec.idle_yield = std::chrono::microseconds(idle_yield_us);
+          ec.idle_sleep = std::chrono::microseconds(idle_sleep_us);
+          ec.provider = provider;
+          ec.bind_address = bind_address;
+          ec.request_timeout = std::chrono::milliseconds(request_timeout_ms);
+          ec.record_post_timings = record_post_timings;
+          ec.busy_poll = busy_poll;
+          return ec;
+        }) {
     MoeConfig c;
     c.rank = rank;
     c.world_size = world_size;
@@ -74,9 +77,11 @@ class Group {
     c.expert_alignment = expert_alignment;
     c.timeout = std::chrono::milliseconds(timeout_ms);
     c.host_threads = host_threads;
-    // Runs on this (the calling, GIL-holding) thread during create().
+    // Runs on this thread during create(), which runs without the GIL: a shared engine's
+    // callback thread may need it (another workload's Python callback) before create() is done.
     AllGather gather = [&all_gather](std::span<const std::byte> mine)
         -> Result<std::vector<std::vector<std::byte>>> {
+      py::gil_scoped_acquire gil;
       try {
         py::list blobs = all_gather(py::bytes(reinterpret_cast<const char*>(mine.data()), mine.size()));
         std::vector<std::vector<std::byte>> out;
@@ -90,23 +95,32 @@ class Group {
         return Status(Errc::invalid_argument, std::string("moe all_gather raised: ") + e.what());
       }
     };
-    auto group = MoeGroup::create(*engine_, c, gather);
-    if (!group.ok()) raise_status(group.status());
-    group_ = std::move(group.value());
     ProxyMode mode = ProxyMode::inline_steps;
     if (proxy == "thread") mode = ProxyMode::thread;
     else if (proxy == "watcher") mode = ProxyMode::watcher;
     else if (proxy != "inline") throw py::value_error("proxy must be 'inline', 'thread' or 'watcher'");
-    device_ = std::make_unique<HostDevice>(*group_, mode, engine_.get());
+    TransferEngine& e = engine_.get();
+    Result<std::unique_ptr<MoeGroup>> group = Status(Errc::invalid_argument, "not created");
+    {
+      py::gil_scoped_release release;
+      group = MoeGroup::create(e, c, gather);
+    }
+    if (!group.ok()) raise_status(group.status());
+    group_ = std::move(group.value());
+    device_ = std::make_unique<HostDevice>(*group_, mode, &e);
   }
 
   ~Group() { close(); }
 
+  // The group gives its immediates and registration back to the engine, which an own engine
+  // then stops and a shared one keeps for the process's other workloads.
   void close() {
-    device_.reset();
-    group_.reset();
-    if (engine_) engine_->stop();
-    engine_.reset();
+    {
+      py::gil_scoped_release release;
+      device_.reset();
+      group_.reset();
+    }
+    engine_.close();
   }
 
   MoeGroup& group() {
@@ -184,7 +198,10 @@ class Group {
   }
 
   // The engine's requests not yet completed (a snapshot).
-  [[nodiscard]] std::uint32_t outstanding_requests() const { return engine_->outstanding_requests(); }
+  [[nodiscard]] std::uint32_t outstanding_requests() const {
+    if (!engine_) throw py::value_error("the moe group is closed");
+    return engine_.get().outstanding_requests();
+  }
 
   py::dict layout() {
     auto& g = group();
@@ -246,7 +263,7 @@ class Group {
   py::list post_timings() {
     py::list out;
     if (!engine_) return out;
-    for (const auto& t : engine_->take_post_timings()) {
+    for (const auto& t : engine_.get().take_post_timings()) {
       py::dict d;
       d["kind"] = static_cast<int>(t.kind);
       d["posts"] = t.posts;
@@ -259,7 +276,7 @@ class Group {
   }
 
  private:
-  std::unique_ptr<TransferEngine> engine_;
+  WorkloadEngine engine_;
   std::unique_ptr<MoeGroup> group_;
   std::unique_ptr<HostDevice> device_;
 };
@@ -278,7 +295,7 @@ void bind_moe(py::module_& m) {
                     const std::string&, const std::string&, std::uint32_t, std::uint32_t,
                     std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t, bool,
                     bool, const std::string&, const std::string&, std::uint32_t, std::uint32_t,
-                    std::uint32_t>(),
+                    std::uint32_t, py::object>(),
            py::arg("rank"), py::arg("world_size"), py::arg("num_experts"), py::arg("hidden"),
            py::arg("max_tokens_per_rank"), py::arg("top_k"), py::arg("all_gather"),
            py::arg("provider") = "shm", py::arg("dispatch_element_bytes") = 2,
@@ -290,7 +307,8 @@ void bind_moe(py::module_& m) {
            py::arg("busy_poll") = false, py::arg("bind_address") = "127.0.0.1", py::arg("proxy") = "inline",
            py::arg("idle_spin_us") = static_cast<std::uint32_t>(engine_defaults.idle_spin.count()),
            py::arg("idle_yield_us") = static_cast<std::uint32_t>(engine_defaults.idle_yield.count()),
-           py::arg("idle_sleep_us") = static_cast<std::uint32_t>(engine_defaults.idle_sleep.count()))
+           py::arg("idle_sleep_us") = static_cast<std::uint32_t>(engine_defaults.idle_sleep.count()),
+           py::arg("engine") = py::none())
       .def("dispatch_send", &Group::dispatch_send, py::arg("x"), py::arg("scales"), py::arg("topk_idx"),
            py::arg("tokens"))
       .def("dispatch_recv", &Group::dispatch_recv, py::arg("recv_x"), py::arg("recv_scales"),
