@@ -84,42 +84,38 @@ Status Sender::layer_done(std::string_view id, std::uint32_t layer) {
 
 Status Sender::layer_done(std::string_view id, std::uint32_t layer, TokenRange tokens) {
   auto& im = *impl_;
-  Impl::Actions a;
-  {
-    std::lock_guard lock(im.mutex);
-    auto found = im.entries.get(id);
-    if (!found.ok()) return found.status();
-    Impl::Entry& e = **found;
+  return im.change_request(id, [&](Impl::Actions& a, const std::string& key, Impl::Entry& e) {
     if (layer >= e.done_tokens.size()) {
-      return {Errc::out_of_range,
-              fmt::format("KV sender: layer {} of {}", layer, e.done_tokens.size())};
+      return Status(Errc::out_of_range,
+                    fmt::format("KV sender: layer {} of {}", layer, e.done_tokens.size()));
     }
     if (tokens.begin == 0 && tokens.end == 0) tokens = TokenRange{e.done_tokens[layer], e.num_tokens};
     if (tokens.begin != e.done_tokens[layer] || tokens.end <= tokens.begin ||
         tokens.end > e.num_tokens) {
-      return {Errc::invalid_argument,
-              fmt::format("KV sender: layer {} chunk [{}, {}) does not continue at token {} of {}",
-                          layer, tokens.begin, tokens.end, e.done_tokens[layer], e.num_tokens)};
+      return Status(Errc::invalid_argument,
+                    fmt::format("KV sender: layer {} chunk [{}, {}) does not continue at token {} "
+                                "of {}",
+                                layer, tokens.begin, tokens.end, e.done_tokens[layer],
+                                e.num_tokens));
     }
     if (pages_for(tokens.end, im.config.layout.tokens_per_page) > e.pages.size()) {
-      return {Errc::invalid_argument,
-              fmt::format("KV sender: layer {} chunk [{}, {}) reaches past the {} pages given "
-                          "(add_pages first)",
-                          layer, tokens.begin, tokens.end, e.pages.size())};
+      return Status(Errc::invalid_argument,
+                    fmt::format("KV sender: layer {} chunk [{}, {}) reaches past the {} pages "
+                                "given (add_pages first)",
+                                layer, tokens.begin, tokens.end, e.pages.size()));
     }
     for (const auto& t : e.transfers) {
       const std::uint32_t end = std::min(tokens.end, Impl::wanted_end(*t));
       if (end != Impl::wanted_end(*t) && end > t->req.src_first && end % t->align != 0) {
-        return {Errc::invalid_argument,
-                fmt::format("KV sender: chunk end {} is not a multiple of {} (both sides' page "
-                            "boundaries)",
-                            tokens.end, t->align)};
+        return Status(Errc::invalid_argument,
+                      fmt::format("KV sender: chunk end {} is not a multiple of {} (both sides' "
+                                  "page boundaries)",
+                                  tokens.end, t->align));
       }
     }
     if (is_terminal(e.status.state) || e.local_cancel) return Status::success();  // nothing to do
     e.done_tokens[layer] = tokens.end;
     e.chunks.emplace_back(layer, tokens);
-    const std::string key(id);
     for (auto& t : e.transfers) {
       if (t->stopping || t->ended) continue;
       if (auto st = im.queue_chunk(a, key, e, *t, layer, tokens); !st.ok()) {
@@ -129,9 +125,8 @@ Status Sender::layer_done(std::string_view id, std::uint32_t layer, TokenRange t
       }
       if (im.ready_for_tail(e, *t)) im.queue_tail(a, key, e, *t);
     }
-  }
-  im.run(std::move(a));
-  return Status::success();
+    return Status::success();
+  });
 }
 
 Status Sender::add_pages(std::string_view id, std::vector<std::uint32_t> pages) {
@@ -155,23 +150,16 @@ Status Sender::add_pages(std::string_view id, std::vector<std::uint32_t> pages) 
 
 Status Sender::cancel(std::string_view id) {
   auto& im = *impl_;
-  Impl::Actions a;
-  {
-    std::lock_guard lock(im.mutex);
-    auto found = im.entries.get(id);
-    if (!found.ok()) return found.status();
-    Impl::Entry& e = **found;
+  return im.change_request(id, [&](Impl::Actions& a, const std::string& key, Impl::Entry& e) {
     if (is_terminal(e.status.state)) return Status::success();
-    const std::string key(id);
     e.local_cancel = true;
     for (auto& t : e.transfers) {
       im.stop_transfer(*t, Status::success());
       im.check_transfer(a, key, e, *t);
     }
     im.check_entry(a, key, e);
-  }
-  im.run(std::move(a));
-  return Status::success();
+    return Status::success();
+  });
 }
 
 Result<RequestStatus> Sender::poll(std::string_view id) const {

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <variant>
@@ -141,6 +142,21 @@ struct Sender::Impl : std::enable_shared_from_this<Sender::Impl> {
   void handle(Actions&, std::uint64_t, T&) {}  // not for a sender (heartbeats only mark the peer)
   void on_write_done(Transfer* t, const std::string& id, const Status& st);
   void on_tick(Clock::time_point now);
+
+  // A public call that changes request `id`: change(actions, id, entry) under the mutex, then
+  // run() what it decided. A refused change (its Status) runs nothing.
+  template <typename Change>
+  Status change_request(std::string_view id, Change&& change) {
+    Actions a;
+    {
+      std::lock_guard lock(mutex);
+      auto found = entries.get(id);
+      if (!found.ok()) return found.status();
+      if (auto st = change(a, std::string(id), **found); !st.ok()) return st;
+    }
+    run(std::move(a));
+    return Status::success();
+  }
 
   // ------------------------------------------------ outside the mutex (sender_submit.cpp)
   Status submit(const Submit& s, OnDone done);
