@@ -12,8 +12,8 @@ void Receiver::Impl::on_message(msg::Message&& m) {
   {
     std::lock_guard lock(mutex);
     const auto s = sources.heard(m.from_instance, Clock::now());
-    if (!s) return;                     // not a source of ours
-    if (!sources[*s].alive) return;     // declared dead and fenced: nothing it says counts
+    if (!s) return;                  // not a source of ours
+    if (!sources[*s].alive) return;  // declared dead and fenced: nothing it says counts
     std::visit([&](auto& body) { handle(a, *s, body); }, m.body);
   }
   changed.notify_all();

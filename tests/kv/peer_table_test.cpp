@@ -57,10 +57,10 @@ TEST(KvPeerTable, OnlyALivePeerIsHeard) {
 TEST(KvPeerTable, PulseBeatsLiveJoinedPeersAndReportsSilentOnes) {
   PeerTable<Peer> peers;
   const auto now = Clock::now();
-  peers.put(peer(1, 1, now));               // heard just now: a heartbeat
-  peers.put(peer(2, 1, now - 10s));         // silent: reported
-  peers.put(peer(3, 1, now - 10s));         // silent but dead already: nothing
-  peers.put(peer(4, 1, now, false));        // handshake not finished: nothing
+  peers.put(peer(1, 1, now));         // heard just now: a heartbeat
+  peers.put(peer(2, 1, now - 10s));   // silent: reported
+  peers.put(peer(3, 1, now - 10s));   // silent but dead already: nothing
+  peers.put(peer(4, 1, now, false));  // handshake not finished: nothing
   peers[2].alive = false;
   Outbox out;
   std::vector<std::uint32_t> silent;
