@@ -11,6 +11,7 @@
 #include "engine.hpp"
 #include "errors.hpp"
 #include "fabric/weights/executor.hpp"
+#include "fabric/weights/imms.hpp"
 #include "fabric/weights/planner.hpp"
 #include "fabric/weights/simulator.hpp"
 
@@ -114,20 +115,31 @@ std::vector<py::bytes> prepare_images_json(const std::string& schedule, const py
   return out;
 }
 
+// An immediate block as Python passes it: (first, count) of a reservation (ImmReservation).
+using BlockArg = std::pair<std::uint32_t, std::uint32_t>;
+
+std::vector<ImmBlock> blocks(const std::vector<BlockArg>& args) {
+  std::vector<ImmBlock> out;
+  for (auto [first, count] : args) out.push_back({first, count});
+  return out;
+}
+
 // The executor and the Engine it posts through; every call goes through the
 // engine's call_released, so none reaches an engine that stopped.
 class PyExecutor {
  public:
   PyExecutor(py::object engine, const std::string& schedule, std::uint32_t rank,
              std::vector<MrDesc> inference_arenas, std::vector<MrDesc> trainer_barriers,
-             std::uint64_t watermark_bytes, double timeout_s)
+             std::uint64_t watermark_bytes, double timeout_s, const std::vector<BlockArg>& inference_imms,
+             const std::vector<BlockArg>& trainer_imms)
       : engine_obj_(std::move(engine)), engine_(engine_obj_.cast<PyEngine&>()) {
     auto s = take(Schedule::from_json(schedule));
     ExecutorConfig cfg;
     cfg.rank = rank;
     cfg.watermark_bytes = watermark_bytes;
     cfg.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000));
-    ExecutorPeers peers{std::move(inference_arenas), std::move(trainer_barriers)};
+    ExecutorPeers peers{std::move(inference_arenas), std::move(trainer_barriers), blocks(inference_imms),
+                        blocks(trainer_imms)};
     ex_ = engine_.call_released([&](TransferEngine& e) {
       return take_released(Executor::create(e, std::move(s), cfg, std::move(peers)));
     });
@@ -197,15 +209,36 @@ void bind_weights(py::module_& parent) {
         py::arg("nic_bytes_per_s"), "The rank-0 gather/broadcast/scatter baseline on the same NIC model.");
   m.def("prepare_images", &prepare_images_json, py::arg("schedule_json"), py::arg("views"),
         "Every image of the schedule (data then scales) from whole-tensor views (the rank-0 baseline).");
-  // The fixed values (weights/schedule.hpp); lambdas pick them among the ImmBlock overloads.
+  // The fixed values (weights/schedule.hpp), and those of a reserved block (weights/imms.hpp).
   m.def("data_imm", [](std::uint64_t v) { return data_imm(v); }, py::arg("version"));
   m.def("barrier_imm", [](std::uint64_t v, std::uint32_t g) { return barrier_imm(v, g); }, py::arg("version"),
         py::arg("group"));
+  m.def(
+      "block_data_imm",
+      [](const BlockArg& b, std::uint64_t v) { return data_imm(ImmBlock{b.first, b.second}, v); },
+      py::arg("block"), py::arg("version"));
+  m.def(
+      "block_barrier_imm",
+      [](const BlockArg& b, std::uint64_t v, std::uint32_t g) {
+        return barrier_imm(ImmBlock{b.first, b.second}, v, g);
+      },
+      py::arg("block"), py::arg("version"), py::arg("group"));
+  m.attr("UPDATE_IMMS") = kUpdateImms;
+  m.def(
+      "reserve_update_imms",
+      [](PyEngine& engine) {
+        return std::make_unique<ImmReservation>(take(engine.call_released(
+            [](TransferEngine& e) { return reserve_update_imms(e); })));
+      },
+      py::arg("engine"),
+      "UPDATE_IMMS immediate values on `engine` for one rank's updates (owner \"weights#<n>\"); "
+      "OutOfRangeError naming weights when none are free.");
   py::class_<PyExecutor>(m, "Executor", "The trainer side of updates (docs/weights.md).")
       .def(py::init<py::object, const std::string&, std::uint32_t, std::vector<MrDesc>, std::vector<MrDesc>,
-                    std::uint64_t, double>(),
+                    std::uint64_t, double, std::vector<BlockArg>, std::vector<BlockArg>>(),
            py::arg("engine"), py::arg("schedule_json"), py::arg("rank"), py::arg("inference_arenas"),
-           py::arg("trainer_barriers"), py::arg("watermark_bytes") = 256ull << 20, py::arg("timeout_s") = 30.0)
+           py::arg("trainer_barriers"), py::arg("watermark_bytes") = 256ull << 20, py::arg("timeout_s") = 30.0,
+           py::arg("inference_imms") = std::vector<BlockArg>{}, py::arg("trainer_imms") = std::vector<BlockArg>{})
       .def("sends", &PyExecutor::sends, py::arg("target"))
       .def("begin", &PyExecutor::begin, py::arg("version"))
       .def("send_target", &PyExecutor::send_target, py::arg("target"), py::arg("views"))

@@ -9,7 +9,7 @@ import numpy as np
 
 import fabric_lib as fl
 from fabric_lib.weights import (InferenceLayout, MeshGroup, NameRule, Shard, SourceParam, TargetParam, Trainer,
-                                TrainerLayout, local_box, plan, plan_input_json)
+                                TrainerLayout, local_box, plan, plan_input_json, reserve_update_imms)
 
 from peers import VICTIM_IDLE
 
@@ -30,14 +30,16 @@ def half(rank: int) -> dict[str, np.ndarray]:
 
 
 def second_trainer(conn: Any, provider: str) -> None:
-    """Trainer 1: sends its barrier word's MrDesc, then runs ("update", version, partial)
-    commands; a partial update writes its shard and skips the barrier."""
+    """Trainer 1: sends its barrier word's MrDesc and immediate block, then runs ("update",
+    version, partial) commands; a partial update writes its shard and skips the barrier."""
     engine = fl.Engine(provider, **VICTIM_IDLE)
     word = np.zeros(64, np.uint8)
-    conn.send(bytes(engine.reg_mr(word)[1]))
-    arena, barriers = conn.recv()
+    imms = reserve_update_imms(engine)
+    conn.send((bytes(engine.reg_mr(word)[1]), (imms.first, imms.count)))
+    arena, arena_imms, barriers, barrier_imms = conn.recv()
     trainer = Trainer(engine, schedule(), LAYOUT, 1, [fl.MrDesc.from_bytes(arena)],
-                      [fl.MrDesc.from_bytes(b) for b in barriers], timeout_s=TIMEOUT_S)
+                      [fl.MrDesc.from_bytes(b) for b in barriers], inference_imms=[arena_imms],
+                      trainer_imms=barrier_imms, timeout_s=TIMEOUT_S)
     while True:
         msg = conn.recv()
         if msg[0] == "done":

@@ -98,7 +98,8 @@ def test_weights_workload_families_count_the_updates_sent() -> None:
     with fl.Engine("shm") as inference, fl.Engine("shm") as engine:
         receiver = Receiver(inference, sched, 0)
         word = np.zeros(64, np.uint8)
-        trainer = Trainer(engine, sched, layout, 0, [receiver.desc], [engine.reg_mr(word)[1]], timeout_s=30.0)
+        trainer = Trainer(engine, sched, layout, 0, [receiver.desc], [engine.reg_mr(word)[1]],
+                          inference_imms=[receiver.imm_block], timeout_s=30.0)
         fm.register_workload(trainer, "trainer0", registry=registry)
         fm.register_workload(receiver, "inference0", registry=registry)
         w = np.arange(shape[0] * shape[1], dtype=np.float32).reshape(shape)

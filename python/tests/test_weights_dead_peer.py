@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import fabric_lib as fl
-from fabric_lib.weights import Receiver, Trainer
+from fabric_lib.weights import Receiver, Trainer, reserve_update_imms
 
 import dead_trainer_peers as dt
 from peers import Peer
@@ -25,15 +25,18 @@ def test_the_next_update_after_a_killed_trainer_completes_on_the_same_engine(pro
     engine = fl.Engine(provider)
     word = np.zeros(64, np.uint8)
     own_word = bytes(engine.reg_mr(word)[1])
+    own_imms = reserve_update_imms(engine)
+    own_block = (own_imms.first, own_imms.count)
     peers: list[Peer] = []
 
     def join() -> tuple[Peer, Trainer]:
         peer = Peer(dt.second_trainer, provider=provider)
         peers.append(peer)
-        other_word = peer.recv()
-        peer.send((bytes(receiver.desc), [own_word, other_word]))
+        other_word, other_block = peer.recv()
+        peer.send((bytes(receiver.desc), receiver.imm_block, [own_word, other_word], [own_block, other_block]))
         trainer = Trainer(engine, sched, dt.LAYOUT, 0, [receiver.desc],
                           [fl.MrDesc.from_bytes(own_word), fl.MrDesc.from_bytes(other_word)],
+                          inference_imms=[receiver.imm_block], trainer_imms=[own_block, other_block],
                           timeout_s=dt.TIMEOUT_S)
         return peer, trainer
 

@@ -1,7 +1,8 @@
-"""Workloads take an engine: fabric_lib.kv's Sender and Receiver and fabric_lib.moe's Buffer run
-on the fabric_lib.Engine they are given, keep it alive, give back what they registered on it when
-they close (the engine runs on for the process's other workloads), and refuse engine= together
-with the options of an engine of their own."""
+"""Workloads take an engine: fabric_lib.kv's Sender and Receiver, fabric_lib.moe's Buffer and the
+weights Receiver run on the fabric_lib.Engine they are given, keep it alive, give back what they
+registered (and the weights Receiver its reserved immediates) when they close, the engine running
+on for the process's other workloads; and engine= together with the options of an engine of
+their own is refused."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import pytest
 import fabric_lib as fl
 import fabric_lib.kv as fkv
 from fabric_lib.moe import Buffer
+from fabric_lib.weights import InferenceLayout, MeshGroup, NameRule, Receiver, SourceParam, TargetParam, TrainerLayout
+from fabric_lib.weights import plan, plan_input_json
 
 LAYERS, PAGES, HEADS, HEAD_SIZE = 2, 4, 2, 8
 
@@ -34,7 +37,7 @@ def registrations(engine: fl.Engine) -> int:
     return engine.metrics()["registrations"]
 
 
-@pytest.mark.parametrize("make", ["sender", "receiver", "moe"])
+@pytest.mark.parametrize("make", ["sender", "receiver", "moe", "weights"])
 def test_a_workload_runs_on_the_given_engine_and_gives_its_registrations_back(provider: str, make: str) -> None:
     with fl.Engine(provider) as engine:
         before = registrations(engine)
@@ -46,14 +49,23 @@ def test_a_workload_runs_on_the_given_engine_and_gives_its_registrations_back(pr
             w = fkv.Receiver(layout(), caches(), engine=engine)
             assert w.address == bytes(engine.main_address)
             w.connect(peer.address, 30.0)  # registers the regions for this source
-        else:
+        elif make == "moe":
             w = moe_buffer(engine=engine)
+        else:
+            shape = [64, 32]
+            trainer = TrainerLayout([("dp", 1)], [MeshGroup("all")], [SourceParam("w", shape, "float32", ["R"], "all")])
+            inference = InferenceLayout([("tp", 1)], [TargetParam("w", shape, "float32", ["R"])])
+            w = Receiver(engine, plan(plan_input_json(trainer, inference, [NameRule("w", ["w"])])), 0)
+            first, count = w.imm_block
+            assert count > 0 and first >= 2**20  # a reserved block, not the fixed values
         assert registrations(engine) > before
         w.close()
         assert registrations(engine) == before
         assert not engine.stopped  # the engine is the caller's: it runs on
         if make == "receiver":
             peer.close()
+        if make == "weights":
+            assert w.imms.count == 0  # the block went back to the engine
 
 
 def test_a_kv_sender_keeps_its_engine_alive() -> None:

@@ -155,7 +155,7 @@ def inference_role(conn: Any, provider: str, schedule_json: str, rank: int) -> N
 
     with fl.Engine(provider) as engine:
         rx = Receiver(engine, Schedule(schedule_json), rank)
-        conn.send(bytes(rx.desc))
+        conn.send((bytes(rx.desc), rx.imm_block))
         while True:
             msg = expect(conn)
             if msg[0] == "expect":
@@ -175,7 +175,7 @@ def trainer_role(conn: Any, provider: str, schedule_json: str, rank: int, port: 
     import torch.distributed as dist
 
     import fabric_lib as fl
-    from fabric_lib.weights import Schedule, Trainer
+    from fabric_lib.weights import Schedule, Trainer, reserve_update_imms
 
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=4,
@@ -183,11 +183,13 @@ def trainer_role(conn: Any, provider: str, schedule_json: str, rank: int, port: 
     engine = fl.Engine(provider, **(VICTIM_IDLE if victim else {}))
     word = np.zeros(64, np.uint8)
     _, desc = engine.reg_mr(word)
-    conn.send(bytes(desc))
+    imms = reserve_update_imms(engine)  # where this rank counts the others' barriers
+    conn.send((bytes(desc), (imms.first, imms.count)))
     arenas, barriers = expect(conn)
     schedule = Schedule(schedule_json)
-    trainer = Trainer(engine, schedule, TRAINER, rank, [fl.MrDesc.from_bytes(a) for a in arenas],
-                      [fl.MrDesc.from_bytes(b) for b in barriers], process_group=dist.group.WORLD,
+    trainer = Trainer(engine, schedule, TRAINER, rank, [fl.MrDesc.from_bytes(a) for a, _ in arenas],
+                      [fl.MrDesc.from_bytes(b) for b, _ in barriers], inference_imms=[i for _, i in arenas],
+                      trainer_imms=[i for _, i in barriers], process_group=dist.group.WORLD,
                       watermark_bytes=1 << 20, timeout_s=timeout_s)
     while True:
         msg = expect(conn)

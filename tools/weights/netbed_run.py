@@ -86,7 +86,7 @@ def proc(args) -> None:
     import torch.distributed as dist
 
     import fabric_lib as fl
-    from fabric_lib.weights import Receiver, Schedule, Trainer, local_box, mesh_coords
+    from fabric_lib.weights import Receiver, Schedule, Trainer, local_box, mesh_coords, reserve_update_imms
     from fabric_lib._native import _weights as native
 
     T, R = args.trainers, args.inference
@@ -101,15 +101,19 @@ def proc(args) -> None:
     if is_trainer:
         word = np.zeros(64, np.uint8)
         _, desc = engine.reg_mr(word)
+        imms = reserve_update_imms(engine)  # where this trainer counts barriers
+        block = (imms.first, imms.count)
     else:
         rx = Receiver(engine, sched, rank - T)
-        desc = rx.desc
+        desc, block = rx.desc, rx.imm_block
     descs = [None] * world
-    dist.all_gather_object(descs, bytes(desc))
-    arenas = [fl.MrDesc.from_bytes(d) for d in descs[T:]]
-    barriers = [fl.MrDesc.from_bytes(d) for d in descs[:T]]
+    dist.all_gather_object(descs, (bytes(desc), block))
+    arenas = [fl.MrDesc.from_bytes(d) for d, _ in descs[T:]]
+    barriers = [fl.MrDesc.from_bytes(d) for d, _ in descs[:T]]
     result = {"rank": rank, "p2p": [], "baseline": []}
-    trainer = Trainer(engine, sched, tr, rank, arenas, barriers, watermark_bytes=args.watermark_kib << 10, timeout_s=120) if is_trainer else None
+    trainer = Trainer(engine, sched, tr, rank, arenas, barriers, inference_imms=[b for _, b in descs[T:]],
+                      trainer_imms=[b for _, b in descs[:T]], watermark_bytes=args.watermark_kib << 10,
+                      timeout_s=120) if is_trainer else None
     p2p_arena = None
     for version in range(1, args.reps + 1):
         shards = local_shards(tr, rank, version) if is_trainer else None

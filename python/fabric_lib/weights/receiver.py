@@ -1,6 +1,8 @@
-"""The inference side: one registered arena, published once; no receive code. A version is
-complete when its one immediate count is reached: every data write into this rank landed and
-every trainer committed, which it does only after all trainers finished all their writes."""
+"""The inference side: one registered arena and one block of immediates reserved on the engine,
+published once (desc and imm_block go to the trainers); no receive code. A version is complete
+when its one immediate count is reached: every data write into this rank landed and every
+trainer committed, which it does only after all trainers finished all their writes. The block
+keeps the count apart from every other workload on the engine (KV, MoE, another Receiver)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .schedule import ArenaEntry, Schedule, data_imm
+from .schedule import ArenaEntry, Schedule, data_imm, reserve_update_imms
 
 _NUMPY = {"bfloat16": np.uint16, "float32": np.float32, "float8_e4m3fn": np.uint8}
 
@@ -20,10 +22,24 @@ class Receiver:
         self.schedule = schedule
         self.rank = rank
         self.arena = np.zeros(schedule.arena_bytes(rank), np.uint8)
+        self.imms = reserve_update_imms(engine)
         self.handle, self.desc = engine.reg_mr(self.arena)
         self._cond = threading.Condition()
         self._complete = 0
         self._expected = schedule.expected_imms(rank)
+
+    @property
+    def imm_block(self) -> tuple[int, int]:
+        """(first, count) of this rank's immediates: the trainers' inference_imms entry for it."""
+        return int(self.imms.first), int(self.imms.count)
+
+    def close(self) -> None:
+        """Gives the arena's registration and the immediates back to the engine (which the
+        process's other workloads keep using). Idempotent."""
+        if self.imms.count:
+            if not self.engine.stopped:
+                self.engine.dereg_mr(self.handle)
+            self.imms.release()
 
     @property
     def complete_version(self) -> int:
@@ -39,7 +55,7 @@ class Receiver:
                 self._complete = max(self._complete, version)
                 self._cond.notify_all()
 
-        self.engine.expect_imm_count(data_imm(version), self._expected, reached)
+        self.engine.expect_imm_count(data_imm(version, self.imm_block), self._expected, reached)
 
     def wait(self, version: int, timeout: float) -> bool:
         """True once `version` is complete; False when `timeout` seconds pass first."""

@@ -106,8 +106,21 @@ def plan(input_json: str, *, max_chunk_bytes: int | None = None, num_domains: in
     return Schedule(_w.plan(input_json, json.dumps(cfg)))
 
 
-def data_imm(version: int) -> int:
-    return int(_w.data_imm(version))
+def data_imm(version: int, block: tuple[int, int] | None = None) -> int:
+    """The immediate every data write and commit of update `version` carries: the value of
+    `block` (a receiver's reserved (first, count), Receiver.imm_block) the trainers were told, or
+    without one the fixed value, which other workloads on the engine may use too."""
+    if block is None:
+        return int(_w.data_imm(version))
+    return int(_w.block_data_imm((int(block[0]), int(block[1])), version))
+
+
+def reserve_update_imms(engine: Any) -> Any:
+    """A block of immediates on `engine` for one rank's updates (an ImmReservation; its
+    (first, count) goes to the trainers beside the rank's descriptor): what an inference
+    Receiver counts, or a trainer's barriers when there are several trainers. Released by
+    release() or when collected; OutOfRangeError naming weights when the engine has none free."""
+    return _w.reserve_update_imms(engine)
 
 
 def simulate(schedule: Schedule, nic_bytes_per_s: float, window_bytes: int = 256 << 20) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .. import InvalidArgumentError
 from .._native import _weights as _w
 from .metadata import TrainerLayout, local_box, mesh_coords
 from .schedule import Schedule
@@ -17,13 +18,29 @@ from .schedule import Schedule
 _ITEM = {"bfloat16": np.uint16, "float32": np.float32}
 
 
+def _blocks(blocks: Sequence[Any]) -> list[tuple[int, int]]:
+    return [(int(b[0]), int(b[1])) for b in blocks]
+
+
 class Trainer:
     """One per trainer rank. `process_group` (torch.distributed, e.g. gloo) spans the trainer
-    ranks and is used only to unshard; None when no mesh group unshards anything."""
+    ranks and is used only to unshard; None when no mesh group unshards anything.
+
+    The immediates are the ranks' own, reserved on their engines (reserve_update_imms) and
+    learnt beside their descriptors, so an update counts apart from every other workload:
+    `inference_imms`, per inference rank, its Receiver's imm_block; `trainer_imms` (needed with
+    more than one trainer), per trainer rank, the (first, count) of the reservation it counts
+    barriers in, this rank's own included (the caller keeps that reservation alive)."""
 
     def __init__(self, engine: Any, schedule: Schedule, layout: TrainerLayout, rank: int,
                  inference_arenas: Sequence[Any], trainer_barriers: Sequence[Any], *,
+                 inference_imms: Sequence[tuple[int, int]] | None = None,
+                 trainer_imms: Sequence[tuple[int, int]] = (),
                  process_group: Any = None, watermark_bytes: int = 256 << 20, timeout_s: float = 30.0) -> None:
+        if inference_imms is None:
+            raise InvalidArgumentError(
+                "weights Trainer: inference_imms is needed: each inference rank's Receiver.imm_block, "
+                "the immediates it counts (one (first, count) per inference rank)")
         self.schedule = schedule
         self.layout = layout
         self.rank = rank
@@ -31,7 +48,7 @@ class Trainer:
         self.params = {p.name: p for p in layout.params}
         self.group_index = {g.name: i for i, g in enumerate(layout.groups)}
         self.executor = _w.Executor(engine, schedule.json, rank, list(inference_arenas), list(trainer_barriers),
-                                    watermark_bytes, timeout_s)
+                                    watermark_bytes, timeout_s, _blocks(inference_imms), _blocks(trainer_imms))
         # Whole updates by outcome, their seconds, the last version sent whole (metric_counts()).
         self._updates = {"ok": 0, "failed": 0, "seconds": 0.0, "version": 0}
         self._subgroups: dict[int, tuple[list[int], Any]] = {}

@@ -130,12 +130,14 @@ class FabricWeightTransferEngine(WeightTransferEngine[FabricInitInfo, FabricUpda
         self.serving = arena
 
     def describe(self) -> dict[str, Any]:
-        """What the trainers need (schedule, both arenas' descriptors) and what is served."""
+        """What the trainers need (schedule, both arenas' descriptors and immediate blocks) and what
+        is served."""
         if self.layout is None:
             raise WeightUpdateError("init_transfer_engine first")
         return {
             "schedule": self.schedule.json,
             "arenas": [[bytes(rx.desc)] for rx in self.arenas],
+            "imms": [[list(rx.imm_block)] for rx in self.arenas],  # per arena, per inference rank
             "serving": self.serving,
             "standby": 1 - self.serving,
             "version": self.version,

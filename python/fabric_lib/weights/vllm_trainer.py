@@ -26,7 +26,11 @@ class FabricTrainerInitInfo(TrainerInitInfo):
     engine: Any = None  # this rank's fabric_lib.Engine
     schedule: str = ""  # the engine's describe()["schedule"]
     arenas: list = field(default_factory=list)  # describe()["arenas"]: per arena, per inference rank
+    imms: list = field(default_factory=list)  # describe()["imms"]: (first, count) as arenas
     barriers: list = field(default_factory=list)  # every trainer rank's barrier MrDesc bytes
+    # Every trainer rank's (first, count) of its reserve_update_imms, where it counts barriers
+    # (needed with more than one trainer rank); this rank's reservation is kept by the caller.
+    barrier_imms: list = field(default_factory=list)
     trainer: list = field(default_factory=list)  # the same parameter list the engine was given
     mesh: list = field(default_factory=list)
     groups: list = field(default_factory=lambda: [{"name": "all", "unshard": []}])
@@ -54,11 +58,15 @@ class FabricTrainerWeightTransferEngine(TrainerWeightTransferEngine[FabricTraine
         layout = TrainerLayout([(str(n), int(s)) for n, s in init_info.mesh],
                                [MeshGroup(g["name"], tuple(g.get("unshard", ()))) for g in init_info.groups],
                                params)
+        if len(init_info.imms) != len(init_info.arenas):
+            raise InvalidArgumentError(f"{len(init_info.imms)} immediate block lists for "
+                                       f"{len(init_info.arenas)} arenas (describe()['imms'])")
         barriers = [fl.MrDesc.from_bytes(b) for b in init_info.barriers]
         trainers = [Trainer(init_info.engine, schedule, layout, init_info.rank,
-                            [fl.MrDesc.from_bytes(d) for d in arena], barriers,
-                            watermark_bytes=init_info.watermark_bytes, timeout_s=init_info.timeout_s)
-                    for arena in init_info.arenas]
+                            [fl.MrDesc.from_bytes(d) for d in arena], barriers, inference_imms=imms,
+                            trainer_imms=init_info.barrier_imms, watermark_bytes=init_info.watermark_bytes,
+                            timeout_s=init_info.timeout_s)
+                    for arena, imms in zip(init_info.arenas, init_info.imms)]
         return cls(trainers, client=client)
 
     def send_weights(self, version: int, arena: int, shards: Mapping[str, np.ndarray],  # type: ignore[override]

@@ -138,16 +138,19 @@ class Trainer:
         import numpy as np
 
         import fabric_lib as fl
+        from fabric_lib.weights import reserve_update_imms
 
         self.fl_engine = fl.Engine(self.provider)
         self.word = np.zeros(64, np.uint8)  # the barrier's target: immediates only
         _, desc = self.fl_engine.reg_mr(self.word)
-        self.barrier = bytes(desc)
+        self.imms = reserve_update_imms(self.fl_engine)  # the barriers' immediates
+        self.barrier = (bytes(desc), [self.imms.first, self.imms.count])
 
-    def hello(self) -> tuple[list[dict], bytes]:
-        """This rank's metadata and barrier descriptor. After a failed update the rank starts over
-        with a new fabric engine (a new address): writes to a dead peer may still be queued in
-        the old one (tcp connection retries), as a restarted trainer group would."""
+    def hello(self) -> tuple[list[dict], tuple[bytes, list[int]]]:
+        """This rank's metadata and barrier (descriptor, immediate block). After a failed update
+        the rank starts over with a new fabric engine (a new address): writes to a dead peer may
+        still be queued in the old one (tcp connection retries), as a restarted trainer group
+        would."""
         if self.failed:
             if self.engine is not None:
                 self.engine.shutdown()
@@ -157,7 +160,8 @@ class Trainer:
             self.failed = False
         return self.meta, self.barrier
 
-    def connect(self, described: dict[str, Any], barriers: list[bytes], timeout_s: float) -> dict[str, Any]:
+    def connect(self, described: dict[str, Any], barriers: list[tuple[bytes, list[int]]],
+                timeout_s: float) -> dict[str, Any]:
         from vllm.distributed.weight_transfer.factory import WeightTransferTrainerFactory
         from vllm.plugins import load_general_plugins
 
@@ -165,7 +169,9 @@ class Trainer:
         from fabric_lib.weights.vllm_trainer import FabricTrainerInitInfo
 
         info = FabricTrainerInitInfo(rank=self.rank, engine=self.fl_engine, schedule=described["schedule"],
-                                     arenas=described["arenas"], barriers=barriers, trainer=self.meta,
+                                     arenas=described["arenas"], imms=described["imms"],
+                                     barriers=[d for d, _ in barriers], barrier_imms=[b for _, b in barriers],
+                                     trainer=self.meta,
                                      mesh=[["fsdp", self.ranks]], timeout_s=timeout_s)
         try:
             if self.engine is not None:
