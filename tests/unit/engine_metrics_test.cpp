@@ -60,6 +60,8 @@ Status write(Pair& p, std::uint64_t length, std::uint32_t imm) {
 }
 
 TEST(EngineMetrics, CountsWhatWasSentAndReceived) {
+  // Declared before the engines so it outlives their callback thread.
+  std::atomic<int> got{0};
   Pair p = make_engines(true);
   const std::uint64_t sizes[] = {1, 4096, 65536, 1 << 20};
   std::uint64_t bytes = 0;
@@ -67,7 +69,6 @@ TEST(EngineMetrics, CountsWhatWasSentAndReceived) {
     ASSERT_TRUE(write(p, n, 77).ok());
     bytes += n;
   }
-  std::atomic<int> got{0};
   ASSERT_TRUE(p.rx->submit_recvs(p.rx->config().max_message_size, 4,
                                  [&got](std::span<const std::byte>) { ++got; })
                   .ok());
@@ -93,13 +94,14 @@ TEST(EngineMetrics, CountsWhatWasSentAndReceived) {
   // once its callback has it; both arrive on its own threads, so wait for them, bounded.
   const auto deadline = std::chrono::steady_clock::now() + 30s;
   EngineMetrics rx = p.rx->metrics();
-  while ((rx.imms_received < 4 || rx.messages_received < 1) &&
+  while ((rx.imms_received < 4 || rx.messages_received < 1 || got.load() < 1) &&
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::yield();
     rx = p.rx->metrics();
   }
   EXPECT_EQ(rx.imms_received, 4u);
   EXPECT_EQ(rx.messages_received, 1u);
+  EXPECT_EQ(got.load(), 1);
   EXPECT_EQ(rx.requests[kSingle].ok, 0u);
 
   ASSERT_TRUE(p.tx->dereg_mr(p.src_reg.handle).ok());
