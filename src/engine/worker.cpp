@@ -253,16 +253,54 @@ bool Worker::progress_pending() {
     op->in_pending = true;
     pending_.push_back(op);
   }
-  while (!pending_.empty()) {
+  // One pass over the queue, oldest first. A request refused by its peer (`again`) goes to the
+  // back and so does every later one to that peer, keeping each peer's requests in order; the
+  // others post past it: a peer whose connection is not up, or that died with its receive
+  // queue full, must not hold up the engine's requests to every other peer until it times out.
+  // A full send queue refuses everyone: the pass stops there, the queue's order unchanged.
+  refusing_peers_.clear();
+  for (std::size_t left = pending_.size(); left > 0;) {
+    --left;
     Op* op = pending_.front();
-    if (!op->posting_over() && !post_some(op, kUnlimited)) break;
-    busy = true;
     pending_.pop_front();
+    if (!op->posting_over()) {
+      if (!refusing_peers_.empty() && targets_refusing_peer(op)) {
+        pending_.push_back(op);
+        continue;
+      }
+      if (!post_some(op, kUnlimited)) {
+        pending_.push_back(op);
+        if (last_refusal_.queue_full) {
+          rotate_pending(left);
+          break;
+        }
+        refusing_peers_.emplace_back(last_refusal_.domain, last_refusal_.peer);
+        continue;
+      }
+    }
+    busy = true;
     op->in_pending = false;
     // Its completions may all be in (or none owed, if refused): then nothing else finishes it.
     if (op->finished()) finish(op);
   }
   return busy;
+}
+
+bool Worker::targets_refusing_peer(const Op* op) const {
+  // A scatter's or barrier's peers are many: it posts and is refused slice by slice.
+  if (op->peers == nullptr || op->posts_past_failure()) return false;
+  for (const auto& [d, peer] : refusing_peers_) {
+    if (d < domains_.size() && op->peers[d] == peer) return true;
+  }
+  return false;
+}
+
+void Worker::rotate_pending(std::size_t n) {
+  for (; n > 0; --n) {
+    Op* op = pending_.front();
+    pending_.pop_front();
+    pending_.push_back(op);
+  }
 }
 
 bool Worker::poll_domains() {

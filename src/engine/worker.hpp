@@ -134,6 +134,21 @@ class Worker {
   template <typename Desc, typename Describe>
   bool post_rma(Op* op, std::uint32_t max_wrs, Describe&& describe);
   bool post_send_op(Op* op);
+  // Why the last post_some returned false: a Domain's send queue full (no request can post on
+  // it), or one peer refusing (`again`: its connection not up yet or gone, its receive queue
+  // full, as a dead shm peer's stays). Set where post_some returns false.
+  struct Refusal {
+    bool queue_full = false;
+    std::uint32_t domain = 0;
+    domain::PeerHandle peer = 0;
+  };
+  Refusal last_refusal_;
+  // The peers that refused a post in this progress_pending pass: later requests to them wait,
+  // in order, while requests to others go on (worker_post.cpp: progress_pending).
+  std::vector<std::pair<std::uint32_t, domain::PeerHandle>> refusing_peers_;
+  [[nodiscard]] bool targets_refusing_peer(const Op* op) const;
+  // Moves the n requests at the front of pending_ to its back (their order kept).
+  void rotate_pending(std::size_t n);
   // Counts a WRITE or SEND the provider took (and stamps PostTiming when asked).
   void note_posted(Op* op);
   // `now`: when the poll that returned the completion ran (one clock read per batch).

@@ -194,14 +194,20 @@ bool Worker::post_rma(Op* op, std::uint32_t max_wrs, Describe&& describe) {
   w.token = op_token(op);
   for (std::uint32_t n = 0; n < max_wrs && !op->posting_over(); ++n) {
     const Target to = describe(op->posted, w);
-    if (domains_.full(to.domain)) return false;
+    if (domains_.full(to.domain)) {
+      last_refusal_ = {true, to.domain, 0};
+      return false;
+    }
     w.peer = op->peers[std::size_t{to.peer} * k + to.domain];
     Status st = post_one(domains_, to.domain, w);
     if (st.ok()) [[likely]] {
       note_posted(op);
       continue;
     }
-    if (st.code() == Errc::again) return false;
+    if (st.code() == Errc::again) {
+      last_refusal_ = {false, to.domain, w.peer};
+      return false;
+    }
     if (!multi_peer) {
       op->error = std::move(st);
       return true;
@@ -216,7 +222,10 @@ bool Worker::post_rma(Op* op, std::uint32_t max_wrs, Describe&& describe) {
 
 bool Worker::post_send_op(Op* op) {
   if (op->posting_over()) return true;
-  if (domains_.full(0)) return false;
+  if (domains_.full(0)) {
+    last_refusal_ = {true, 0, 0};
+    return false;
+  }
   const SendPlan& plan = op->send;
   const void* buf = staging_ ? static_cast<const void*>(staging_->data(plan.slot))
                              : static_cast<const void*>(plan.message.data());
@@ -226,7 +235,10 @@ bool Worker::post_send_op(Op* op) {
     note_posted(op);
     return true;
   }
-  if (st.code() == Errc::again) return false;
+  if (st.code() == Errc::again) {
+    last_refusal_ = {false, 0, op->peers[0]};
+    return false;
+  }
   op->error = std::move(st);
   return true;
 }

@@ -266,6 +266,68 @@ TEST_F(EngineOnFakeDomains, CompletionsThatNeverComeTimeOutAndOtherPeersAreStill
   EXPECT_EQ(fabric_->stats(a.engine->main_address().domain_address(0))->dropped.load(), 1u);
 }
 
+TEST_F(EngineOnFakeDomains, APeerThatRefusesEveryPostDoesNotHoldUpRequestsToOthers) {
+  // Long enough that requests to the live peer waiting behind the refused one would miss kWait.
+  config_request_timeout_ = 120s;
+  Node& refusing = add_node();
+  Node& alive = add_node();
+  ASSERT_TRUE(refusing.engine && alive.engine);
+  options_.faults.refuse_to = refusing.domain_addresses();
+  Node& a = add_node();
+  ASSERT_TRUE(a.engine);
+  fill(a, 5);
+
+  // Two requests to the refusing peer first (each refused, in order), then WRITEs and a message
+  // to the live one.
+  std::vector<std::shared_ptr<CompletionFlag>> held;
+  for (std::uint64_t off : {0u, 4096u}) {
+    held.push_back(std::make_shared<CompletionFlag>());
+    ASSERT_TRUE(a.engine
+                    ->submit_single_write({4096, kImm, {a.reg.handle, off}, {refusing.reg.desc, off}},
+                                          held.back())
+                    .ok());
+  }
+  std::vector<std::byte> got;
+  std::mutex m;
+  std::condition_variable cv;
+  ASSERT_TRUE(alive.engine
+                  ->submit_recvs(alive.engine->config().max_message_size, 1,
+                                 [&](std::span<const std::byte> msg) {
+                                   std::lock_guard lock(m);
+                                   got.assign(msg.begin(), msg.end());
+                                   cv.notify_all();
+                                 })
+                  .ok());
+  // Eight pages: a newcomer posts its first WRITE at once, the rest queue behind the refused
+  // requests.
+  constexpr std::uint64_t kPage = 256;
+  PagedWrite paged;
+  paged.page_length = kPage;
+  paged.imm = kImm;
+  paged.src = a.reg.handle;
+  paged.src_pages = {{0, 1, 2, 3, 4, 5, 6, 7}, kPage, 0};
+  paged.dst = alive.reg.desc;
+  paged.dst_pages = {{0, 1, 2, 3, 4, 5, 6, 7}, kPage, 0};
+  auto served = std::make_shared<CompletionFlag>();
+  ASSERT_TRUE(a.engine->submit_paged_writes(paged, served).ok());
+  const std::vector<std::byte> message(64, std::byte{0x5A});
+  auto sent = std::make_shared<CompletionFlag>();
+  ASSERT_TRUE(a.engine->submit_send(alive.engine->main_address(), message, sent).ok());
+
+  ASSERT_TRUE(served->wait(kWait).ok()) << served->status().to_string();
+  EXPECT_TRUE(landed(alive, 0, 0, 8 * kPage, 5));
+  ASSERT_TRUE(sent->wait(kWait).ok()) << sent->status().to_string();
+  {
+    std::unique_lock lock(m);
+    ASSERT_TRUE(cv.wait_for(lock, kWait, [&] { return !got.empty(); }));
+    EXPECT_EQ(got, message);
+  }
+  // The refused requests are still waiting (nothing of them landed); they fail at stop.
+  for (const auto& h : held) EXPECT_FALSE(h->done());
+  EXPECT_EQ(refusing.memory[0], std::byte{0});
+  EXPECT_GT(fabric_->stats(a.engine->main_address().domain_address(0))->refused_peer.load(), 0u);
+}
+
 TEST_F(EngineOnFakeDomains, MessagesArriveWholeInPostedReceives) {
   Node& b = add_node();
   Node& a = add_node();

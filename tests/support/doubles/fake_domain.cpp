@@ -279,9 +279,20 @@ Status FakeDomain::refuse_when_full() {
   return Status::success();
 }
 
+Status FakeDomain::refuse_peer(PeerHandle peer) {
+  const auto& refuse = options_.faults.refuse_to;
+  if (std::find(refuse.begin(), refuse.end(), peers_[peer]) == refuse.end()) {
+    return Status::success();
+  }
+  stats_->refused_again.fetch_add(1);
+  stats_->refused_peer.fetch_add(1);
+  return {Errc::again, "fake: the peer refuses"};
+}
+
 Status FakeDomain::post_write(const WriteDesc& write) {
   if (write.peer >= peers_.size()) return {Errc::invalid_argument, "fake: unknown peer handle"};
   if (Status full = refuse_when_full(); !full.ok()) return full;
+  if (Status refused = refuse_peer(write.peer); !refused.ok()) return refused;
   const FakeFaults& faults = options_.faults;
   if (++write_calls_ == faults.fail_write_nth) {
     stats_->injected.fetch_add(1);
@@ -335,6 +346,7 @@ Status FakeDomain::post_send(PeerHandle peer, const void* buf, std::size_t lengt
                              Token token) {
   if (peer >= peers_.size()) return {Errc::invalid_argument, "fake: unknown peer handle"};
   if (Status full = refuse_when_full(); !full.ok()) return full;
+  if (Status refused = refuse_peer(peer); !refused.ok()) return refused;
   if (dropped(peer)) {
     ++tx_outstanding_;
     stats_->dropped.fetch_add(1);

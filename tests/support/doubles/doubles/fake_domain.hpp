@@ -34,6 +34,9 @@ struct FakeFaults {
   // WRITEs and SENDs to these Domain addresses are accepted and then vanish: nothing lands and
   // no completion ever arrives (a dead peer whose provider never gives up).
   std::vector<std::vector<std::byte>> drop_to;
+  // WRITEs and SENDs to these Domain addresses are refused with Errc::again, every time (a
+  // peer whose connection never comes up, or a dead shm peer whose receive queue stays full).
+  std::vector<std::vector<std::byte>> refuse_to;
   // Every event queued on this Domain becomes visible to poll() this many polls later.
   std::uint32_t delay_polls = 0;
 };
@@ -48,6 +51,7 @@ struct FakeOptions {
 struct FakeStats {
   std::atomic<std::uint64_t> writes{0};        // WRITEs accepted
   std::atomic<std::uint64_t> refused_again{0}; // post_write/post_send answered Errc::again
+  std::atomic<std::uint64_t> refused_peer{0};  // of which by refuse_to
   std::atomic<std::uint64_t> injected{0};      // WRITEs failed by fail_write_nth
   std::atomic<std::uint64_t> dropped{0};       // operations swallowed by drop_to
   std::atomic<std::uint64_t> remote_errors{0}; // WRITEs the target refused (key, bounds)
@@ -123,6 +127,7 @@ class FakeDomain final : public Domain {
  private:
   bool dropped(PeerHandle peer) const;
   Status refuse_when_full();
+  Status refuse_peer(PeerHandle peer);  // FakeFaults::refuse_to
   void complete_tx(Token token, Status status);
 
   std::shared_ptr<FakeFabric> fabric_;
