@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the fuzz targets of the "fuzz" preset (clang, libFuzzer, ASan + UBSan)
+# Builds the fuzz targets of the "fuzz" preset (clang, libFuzzer, ASan + UBSan; the same build
+# holds the sanitized C++ tests that scripts/ci-sanitizers.sh runs)
 # and runs each for FUZZ_SECONDS (default 20) from its checked-in seed corpus,
 # JOBS (default: the CPU count) at a time.
 # Exits non-zero if the build fails or any target crashes, leaks, times out or
@@ -27,7 +28,7 @@ else
 fi
 
 cmake --preset fuzz >/dev/null
-# Only the fuzz targets and what they link, not the workloads the preset would also build.
+# Only the fuzz targets and what they link, not the tests the preset would also build.
 cmake --build --preset fuzz -j "$JOBS" --target "${targets[@]/#/fuzz_}"
 
 fuzz_one() {  # target -> its exit status; output in its log
