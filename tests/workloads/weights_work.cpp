@@ -1,5 +1,6 @@
 #include "weights_work.hpp"
 
+#include <cstdio>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -91,7 +92,8 @@ void WeightsInference::publish(Published& p) const {
 }
 
 Outcome WeightsInference::version(const PlanInput& in, const Schedule& s, std::uint32_t index,
-                                  std::uint64_t v, const Plan& plan, const MrDesc& acks,
+                                  std::uint64_t v, const Plan& plan,
+                                  std::chrono::milliseconds bound, const MrDesc& acks,
                                   std::uint32_t ack_first, bool ack_now) {
   Outcome out;
   const std::uint32_t imm = weights::data_imm(weights::block_of(block_), v);
@@ -101,7 +103,7 @@ Outcome WeightsInference::version(const PlanInput& in, const Schedule& s, std::u
     return out;
   }
   const std::uint64_t expected = s.expected_imms[index];
-  if (auto st = (*counter)->wait(expected, plan.wait_bound); !st.ok()) {
+  if (auto st = (*counter)->wait(expected, bound); !st.ok()) {
     out.fail(fmt::format("version {}: {} of {} immediates within the bound", v, (*counter)->value(), expected));
   } else if ((*counter)->value() != expected) {
     out.fail(fmt::format("version {}: {} immediates, the schedule makes {}", v, (*counter)->value(), expected));
@@ -152,12 +154,17 @@ Outcome WeightsInference::run(const Plan& plan, std::uint32_t rank, const Publis
     if (!o.ok()) out.fail(o.error);
   };
   for (std::uint64_t v = 1; v <= before && out.ok(); ++v)
-    add(version(in2, two, inference_index(rank), v, plan, *acks, trainer.ack_first, !victim));
+    add(version(in2, two, inference_index(rank), v, plan, plan.wait_bound, *acks, trainer.ack_first,
+                !victim));
   if (plan.victim < 0 || victim) return out;
   // The survivor alone, on the TP 1 schedule (the failed versions' arrivals are not counted).
   out.imms = 0;  // (not comparable with the engine's total once a version failed)
-  for (std::uint64_t v = kAfterDeath; v < kAfterDeath + plan.weights_versions - 1 && out.ok(); ++v)
-    add(version(in1, one, 0, v, plan, *acks, trainer.ack_first, true));
+  // The first version after the death comes only once the trainer's update to the dead rank has
+  // failed, which the executor bounds by wait_bound: this rank waits that long more.
+  for (std::uint64_t v = kAfterDeath; v < kAfterDeath + plan.weights_versions - 1 && out.ok(); ++v) {
+    const auto bound = v == kAfterDeath ? 2 * plan.wait_bound : plan.wait_bound;
+    add(version(in1, one, 0, v, plan, bound, *acks, trainer.ack_first, true));
+  }
   return out;
 }
 

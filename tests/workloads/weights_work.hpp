@@ -35,9 +35,10 @@ class WeightsInference {
 
  private:
   WeightsInference(TransferEngine& e) : engine_(e) {}
+  // Waits up to `bound` for version v's immediates, checks the arena, then acknowledges (`ack`).
   Outcome version(const weights::PlanInput& in, const weights::Schedule& s, std::uint32_t index,
-                  std::uint64_t v, const Plan& plan, const MrDesc& acks, std::uint32_t ack_first,
-                  bool ack);
+                  std::uint64_t v, const Plan& plan, std::chrono::milliseconds bound,
+                  const MrDesc& acks, std::uint32_t ack_first, bool ack);
   Status ack(std::uint64_t v, const Plan& plan, const MrDesc& acks, std::uint32_t ack_first);
   TransferEngine& engine_;
   std::vector<std::byte> arena_;
