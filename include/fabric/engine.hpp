@@ -120,9 +120,11 @@ struct EngineConfig {
   // thread running, with its Domains and callback thread, and returns. Generous: a slow but
   // healthy shutdown (sanitizers, an overloaded host) must never be mistaken for a stuck one.
   std::chrono::milliseconds stuck_worker_grace{60000};
-  // A request whose WRITEs/SENDs see no completion for this long fails with
-  // Errc::timeout (a dead or unreachable peer). Its posted operations stay
-  // accounted until the provider lets go of them.
+  // A request whose WRITEs/SENDs see no completion for this long, from a peer that completes
+  // nothing else either, fails with Errc::timeout (a dead or unreachable peer). One whose peer
+  // still completes other requests is slow and waits on, up to 6x this with none of its own
+  // (then the provider is holding it: it fails). Its posted operations stay accounted until
+  // the provider lets go of them.
   std::chrono::milliseconds request_timeout{5000};
   // A WRITE completes only once delivered into the target's memory, so that
   // target-side failures (a revoked key) reach the writer. Unset: on for

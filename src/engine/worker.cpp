@@ -20,6 +20,11 @@ constexpr std::size_t kTaskBatch = 64;
 constexpr std::uint32_t kFirstPost = 1;
 constexpr std::uint32_t kUnlimited = ~std::uint32_t{0};
 constexpr auto kExpiryCheckInterval = std::chrono::milliseconds(5);
+// A request whose peer answers other requests is slow, not lost, and waits on: but not for
+// ever. Past this many request_timeouts without one completion of its own, the provider is
+// taken to hold it for good (libfabric 1.17's shm does with WRITEs to a live peer posted as a
+// third peer was killed), and it fails.
+constexpr int kHeldByProviderTimeouts = 6;
 }  // namespace
 
 Worker::Worker(std::uint32_t group, const EngineConfig& config, CallbackThread& callbacks,
@@ -500,11 +505,14 @@ Clock::time_point Worker::last_heard(const Op* op) const {
 
 void Worker::expire_stalled(Clock::time_point now) {
   std::vector<Op*> expired;
+  const auto timeout = config_.request_timeout;
   for (Op* op : live_) {
-    if (!op->delivered && now - op->last_progress > config_.request_timeout &&
-        now - last_heard(op) > config_.request_timeout) {
-      expired.push_back(op);
-    }
+    if (op->delivered || now - op->last_progress <= timeout) continue;
+    const bool peer_silent = now - last_heard(op) > timeout;
+    // Only posted operations: a request still waiting for its turn to post is the queue's.
+    const bool held =
+        op->posted > op->done && now - op->last_progress > kHeldByProviderTimeouts * timeout;
+    if (peer_silent || held) expired.push_back(op);
   }
   // How full the providers' send queues are tells who stalled: operations
   // posted but never completed are the provider's; a request never posted
@@ -512,7 +520,16 @@ void Worker::expire_stalled(Clock::time_point now) {
   const std::uint64_t queued = domains_.in_flight();
   const std::uint64_t depth = domains_.depth();
   for (Op* op : expired) {
-    if (op->error.ok()) {
+    if (op->error.ok() && now - last_heard(op) <= timeout) {
+      op->error = Status(
+          Errc::timeout,
+          fmt::format("no completion for {} ms although the peer completes other requests ({} "
+                      "of {} operations done, {} posted): the provider holds them",
+                      std::chrono::duration_cast<std::chrono::milliseconds>(
+                          now - op->last_progress)
+                          .count(),
+                      op->done, op->total, op->posted));
+    } else if (op->error.ok()) {
       op->error = Status(
           Errc::timeout,
           fmt::format("no completion from the peer for {} ms ({} of {} operations done, {} "

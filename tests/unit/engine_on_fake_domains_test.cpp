@@ -266,6 +266,40 @@ TEST_F(EngineOnFakeDomains, CompletionsThatNeverComeTimeOutAndOtherPeersAreStill
   EXPECT_EQ(fabric_->stats(a.engine->main_address().domain_address(0))->dropped.load(), 1u);
 }
 
+TEST_F(EngineOnFakeDomains, AWriteTheProviderHoldsFailsWhileItsPeerCompletesOthers) {
+  config_request_timeout_ = 200ms;
+  Node& b = add_node();
+  ASSERT_TRUE(b.engine);
+  options_.faults.drop_write_nth = 1;  // a's first WRITE vanishes; the others to b complete
+  Node& a = add_node();
+  ASSERT_TRUE(a.engine);
+  fill(a, 6);
+
+  auto held = std::make_shared<CompletionFlag>();
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(
+      a.engine->submit_single_write({4096, kImm, {a.reg.handle, 0}, {b.reg.desc, 0}}, held).ok());
+  // b keeps completing a's other WRITEs, so it is never a silent peer: only the bound on a
+  // request the provider holds can end the first one.
+  std::uint64_t others = 0;
+  while (!held->done() && Clock::now() < t0 + kWait) {
+    auto other = std::make_shared<CompletionFlag>();
+    ASSERT_TRUE(a.engine->submit_single_write({4096, kImm, {a.reg.handle, 0}, {b.reg.desc, 8192}},
+                                              other)
+                    .ok());
+    ASSERT_TRUE(other->wait(kWait).ok()) << other->status().to_string();
+    ++others;
+  }
+  ASSERT_TRUE(held->done()) << "a WRITE the provider holds never failed";
+  const Status st = held->wait(0ms);
+  EXPECT_EQ(st.code(), Errc::timeout) << st.to_string();
+  EXPECT_NE(st.message().find("provider holds"), std::string::npos) << st.to_string();
+  // Not expired as a silent peer's request at 200 ms: held past the longer bound.
+  EXPECT_GE(Clock::now() - t0, 6 * config_request_timeout_);
+  EXPECT_GT(others, 0u);
+  EXPECT_TRUE(landed(b, 8192, 0, 4096, 6));
+}
+
 TEST_F(EngineOnFakeDomains, APeerThatRefusesEveryPostDoesNotHoldUpRequestsToOthers) {
   // Long enough that requests to the live peer waiting behind the refused one would miss kWait.
   config_request_timeout_ = 120s;

@@ -55,12 +55,14 @@ TEST_P(OneEngine, KvWeightsAndMoeShareEachEngineWithEveryCountExact) {
 }
 
 // DISABLED (a recorded expected failure, not a skip). Runs of 2026-12-03 evening, after the
-// survivor's first post-death weights wait was lengthened and the engine stopped letting a
-// refusing peer hold up the pending queue: shm passed 3 of 8, tcp 4 of 7.
-// - shm: the trainer's version-2 WRITEs to the LIVE rank 2, posted as rank 1 was being killed,
-//   never complete: libfabric 1.17's shm holds them, and the engine does not expire them since
-//   rank 2 keeps completing other traffic (request_timeout expires a request only when its peer
-//   is silent too). Rank 2's wait for the next version then runs out.
+// survivor's first post-death weights wait was lengthened, the engine stopped letting a
+// refusing peer hold up the pending queue, and a request its provider holds while the peer
+// completes others began to fail (6 x request_timeout): shm passed 2 of 3, tcp 0 of 3.
+// - shm: after rank 1 is SIGKILLed, rank 0's WRITEs to the LIVE rank 2 stall: first held by
+//   libfabric 1.17's shm past every completion to rank 2 (now failed by the engine's bound
+//   instead of hanging), then, in 1 of 3 runs, rank 2 completes nothing for 5 s and the next
+//   version's WRITE fails as to a silent peer (a dead peer's entry in a survivor's shm region,
+//   docs/reliability.md#shm-locks, is the suspect).
 // - tcp: the survivors' MoE group rebuilt on the same engines: rank 2 never counts rank 0's
 //   routes of the first iteration, while rank 0 counts rank 2's; no post was refused (cause
 //   not found; the immediate agreement and the write path are the next suspects).

@@ -306,7 +306,7 @@ Status FakeDomain::post_write(const WriteDesc& write) {
   (std::this_thread::get_id() == opener_ ? stats_->writes_from_opener
                                          : stats_->writes_from_others)
       .fetch_add(1);
-  if (dropped(write.peer)) {
+  if (dropped(write.peer) || write_calls_ == faults.drop_write_nth) {
     ++tx_outstanding_;  // the provider holds it for good
     stats_->dropped.fetch_add(1);
     return Status::success();

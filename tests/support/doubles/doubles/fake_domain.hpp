@@ -28,6 +28,10 @@ struct FakeFaults {
   std::uint64_t fail_write_nth = 0;
   Errc fail_write_code = Errc::provider;
   bool fail_write_at_completion = false;
+  // The nth post_write (counted as fail_write_nth counts; 0: none) is accepted and then
+  // vanishes, while every other WRITE to the same peer completes: a provider that holds one
+  // operation for good.
+  std::uint64_t drop_write_nth = 0;
   // Every nth post_write/post_send call (0: never) is answered Errc::again although the queue
   // has room, as a provider whose queue fills below its advertised depth does.
   std::uint64_t again_every = 0;
