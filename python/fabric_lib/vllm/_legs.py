@@ -5,6 +5,8 @@ remote decoder; the decode leg is the client's request as it came, carrying what
 returned. The proxy never looks inside either set of kv_transfer_params: it works for any
 connector that returns them (FabricConnector, and vLLM's own NixlConnector, which read the same
 "do_remote_decode" request).
+
+A third body, the drain, is for a decode leg the decode server refused: see drain_body.
 """
 
 from __future__ import annotations
@@ -46,4 +48,17 @@ def decode_body(body: dict[str, Any], returned: dict[str, Any] | None) -> dict[s
     out.pop("kv_transfer_params", None)  # the proxy's to set, never the client's
     if returned:
         out["kv_transfer_params"] = returned
+    return out
+
+
+def drain_body(body: dict[str, Any], returned: dict[str, Any]) -> dict[str, Any]:
+    """What releases the producer's KV after the decode server refused the client's body.
+
+    A producer holds a finished prefill's blocks until a consumer reads them, or for its own
+    bound (480 s for FabricConnector and NixlConnector), and its engine keeps stepping all that
+    while. The drain is the prefill leg's body (which a server of the same model just accepted,
+    so it makes the same prompt tokens) carrying the returned params: the decode server loads
+    the KV and emits one token, which nobody reads, and the producer frees the blocks now."""
+    out = prefill_body(body)
+    out["kv_transfer_params"] = returned
     return out

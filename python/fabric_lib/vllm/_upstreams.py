@@ -39,7 +39,12 @@ class Pool:
     @contextmanager
     def use(self) -> Iterator[Upstream]:
         """Picks one and counts the request in flight on it until the block ends."""
-        upstream = self.pick()
+        with self.track(self.pick()) as upstream:
+            yield upstream
+
+    @contextmanager
+    def track(self, upstream: Upstream) -> Iterator[Upstream]:
+        """Counts a request in flight on a given upstream until the block ends."""
         upstream.in_flight += 1
         try:
             yield upstream

@@ -11,6 +11,11 @@ it returns go as they are, with the client's own body, to a decode server, whose
 Failures keep their meaning: an upstream 4xx/5xx is returned with its status and a JSON body
 naming the cause and the leg that failed; an unreachable upstream is a 502, a silent one a 504
 after the bound. A request is never answered 200 with tokens the decode server did not make.
+
+A decode server that refuses the client's body (a 4xx: it never ran it) would leave the
+producer holding the prefill's KV for its whole bound, stepping its engine meanwhile; the proxy
+then sends that server the drain (_legs.drain_body) in the background, so the KV is read and
+freed now. The client's error does not wait for it.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from ._legs import decode_body, prefill_body
+from ._legs import decode_body, drain_body, prefill_body
 from ._upstreams import POLICIES, Pool, Upstream
 
 log = logging.getLogger("fabric_lib.vllm.proxy")
@@ -77,6 +82,9 @@ class Proxy:
         # between two streamed chunks.
         self.timeout_s = timeout_s
         self._session: aiohttp.ClientSession | None = None
+        self._drains: set[asyncio.Task[None]] = set()  # referenced until done
+        self.drained = 0  # drains a decode server accepted (tests and logs read it)
+        self.drain_failures = 0
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -97,6 +105,9 @@ class Proxy:
                                               connector=aiohttp.TCPConnector(limit=0))
 
     async def _close(self, _app: web.Application) -> None:
+        for task in list(self._drains):
+            task.cancel()
+        await asyncio.gather(*self._drains, return_exceptions=True)
         if self._session is not None:
             await self._session.close()
 
@@ -122,6 +133,7 @@ class Proxy:
                                  "bad_request").response()
         headers = {h: request.headers[h] for h in FORWARDED_HEADERS if h in request.headers}
         started = time.monotonic()
+        returned: dict[str, Any] | None = None
         try:
             with self.prefill.use() as upstream:
                 answer = await self._post_json(upstream, path, prefill_body(body), headers,
@@ -144,7 +156,30 @@ class Proxy:
                 return web.json_response(answer)
         except UpstreamError as e:
             log.warning("%s %s failed: %s leg: %s", request.method, path, e.leg, e)
+            if e.leg == "decode" and 400 <= e.status < 500 and returned:
+                self._drain(upstream, path, drain_body(body, returned), headers)
             return e.response()
+
+    def _drain(self, upstream: Upstream, path: str, body: dict[str, Any],
+               headers: dict[str, str]) -> None:
+        task = asyncio.get_running_loop().create_task(self._run_drain(upstream, path, body,
+                                                                      headers))
+        self._drains.add(task)
+        task.add_done_callback(self._drains.discard)
+
+    async def _run_drain(self, upstream: Upstream, path: str, body: dict[str, Any],
+                         headers: dict[str, str]) -> None:
+        try:
+            with self.decode.track(upstream):
+                await self._post_json(upstream, path, body, headers, "drain")
+            self.drained += 1
+            log.info("drained the producer's KV of a refused decode leg through %s",
+                     upstream.url)
+        except UpstreamError as e:
+            self.drain_failures += 1
+            # The producer then frees the KV at its own bound; nothing else is lost.
+            log.warning("could not drain the producer's KV through %s (it frees it at its own "
+                        "bound): %s", upstream.url, e)
 
     def _failure(self, e: BaseException, leg: str, url: str) -> UpstreamError:
         if isinstance(e, asyncio.TimeoutError):  # before ClientError: some timeouts are both

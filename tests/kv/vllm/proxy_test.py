@@ -26,8 +26,10 @@ class Fake:
     """A fake OpenAI server: records each body it gets, answers as told."""
 
     def __init__(self, answer: Any = None, status: int = 200, events: list[bytes] | None = None,
-                 cut: bool = False, hang: bool = False) -> None:
+                 cut: bool = False, hang: bool = False, then: int | None = None) -> None:
         self.bodies: list[dict] = []
+        self.then = then  # the status of every answer after the first, when set
+        self.posted = asyncio.Condition()
         self.headers: list[dict] = []
         self.answer = answer if answer is not None else {"choices": [{"text": "ok"}]}
         self.status, self.events, self.cut, self.hang = status, events, cut, hang
@@ -46,10 +48,13 @@ class Fake:
     async def _post(self, request: web.Request) -> web.StreamResponse:
         self.bodies.append(await request.json())
         self.headers.append(request.headers.copy())  # case-insensitive
+        async with self.posted:
+            self.posted.notify_all()
+        status = self.status if self.then is None or len(self.bodies) == 1 else self.then
         if self.hang:
             await asyncio.Event().wait()  # never answers: the proxy's bound must end it
         if self.events is None:
-            return web.json_response(self.answer, status=self.status)
+            return web.json_response(self.answer, status=status)
         out = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await out.prepare(request)
         for event in self.events:
@@ -60,6 +65,11 @@ class Fake:
             return out
         await out.write_eof()
         return out
+
+    async def bodies_at_least(self, n: int, timeout_s: float = 10.0) -> list[dict]:
+        async with self.posted:
+            await asyncio.wait_for(self.posted.wait_for(lambda: len(self.bodies) >= n), timeout_s)
+        return self.bodies
 
     async def close(self) -> None:
         if self.server is not None:
@@ -173,6 +183,35 @@ class ProxyTest(unittest.IsolatedAsyncioTestCase):
             error = await self.check_error(resp, 500, "decode", "Internal server error")
             self.assertEqual(error["upstream"], decode.server and
                              str(decode.server.make_url("")).rstrip("/"))
+
+    async def test_a_refused_decode_leg_drains_the_producers_kv_through_that_server(self) -> None:
+        # The decode server refuses the client's body (a 400: it never ran it); the proxy sends
+        # it the prefill's body with the returned params, so the producer's KV is read and freed.
+        prefill = Fake({"choices": [{"text": "x"}], "kv_transfer_params": RETURNED})
+        decode = Fake({"error": {"message": "stream_options need stream"}}, status=400, then=200)
+        client = await self.start([prefill], [decode])
+        body = {"model": "m", "messages": [{"role": "user", "content": "a"}], "max_tokens": 9,
+                "stream_options": {"include_usage": True}}
+        resp = await client.post("/v1/chat/completions", json=body)
+        await self.check_error(resp, 400, "decode", "stream_options need stream")
+        drain = (await decode.bodies_at_least(2))[1]
+        self.assertEqual(drain, {**prefill.bodies[0], "kv_transfer_params": RETURNED})
+        self.assertEqual((drain["max_tokens"], drain["stream"]), (1, False))
+        await client.close()  # the app's cleanup awaits every drain
+        self.client = None
+        self.assertEqual(len(decode.bodies), 2)
+
+    async def test_no_drain_after_a_decode_5xx_or_without_returned_params(self) -> None:
+        # A 5xx may come after the decode server read the KV; no params means nothing is held.
+        for returned, status in ((RETURNED, 500), (None, 400)):
+            prefill = Fake({"kv_transfer_params": returned} if returned else {"choices": []})
+            decode = Fake({"error": {"message": "no"}}, status=status, then=200)
+            client = await self.start([prefill], [decode])
+            resp = await client.post("/v1/completions", json={"prompt": "x", "max_tokens": 3})
+            await self.check_error(resp, status, "decode", "no")
+            await client.close()  # awaits any drain: none may have been sent
+            self.client = None
+            self.assertEqual(len(decode.bodies), 1, (returned, status))
 
     async def test_an_unreachable_upstream_is_a_502(self) -> None:
         client = await self.start([closed_port_url()], [Fake()])

@@ -16,8 +16,10 @@ Cases, on the same servers:
              thread vLLM pins to one CPU) run on the process's CPUs, and where the
              kv_connector_extra_config key thread_cpus says on the server that sets it.
   bad        through the proxy: a prompt over max_model_len fails on the prefill leg, a body the
-             decode server refuses fails on the decode leg, each with its status and reason;
-             malformed kv_transfer_params sent to a decode server run there, locally.
+             decode server refuses fails on the decode leg, each with its status and reason,
+             and the proxy drains the refused request's KV (one more load lands) so that its
+             producer does not hold it for receiver_timeout_ms; malformed kv_transfer_params
+             sent to a decode server run there, locally.
   round-2    32 more: new suffixes of the cached prefix and round one's prompts again (prefix
              hits on both sides); all right, no load failed.
   logs       no server logged a peer "silent" or "dead", and every server still answers.
@@ -339,6 +341,11 @@ class Run:
         got = await asyncio.gather(*(fabric_metrics(session, s) for s in servers))
         return {s.name: m for s, m in zip(servers, got)}
 
+    async def loads(self, session) -> float:
+        """KV loads landed on the decode servers, all together."""
+        got = await asyncio.gather(*(fabric_metrics(session, d) for d in self.decode))
+        return sum(m.get("vllm:fabric_num_transfers", 0.0) for m in got)
+
     async def round(self, session, case: str, specs: list[Spec]) -> dict[str, dict[str, float]]:
         before = await self.counters(session)
         started = time.monotonic()
@@ -382,11 +389,20 @@ class Run:
         # decode server refuses the client's body.
         body = Spec("chat", toks(rng, 50), False).body()
         body["stream_options"] = {"include_usage": True}
+        before = await self.loads(session)
         status, error = await post(session, url + "/v1/chat/completions", body)
         print(f"bad/decode-refuses: {status} {error}", flush=True)
         self.need(status == 400 and error_leg(error) == "decode"
                   and "stream" in error_message(error).lower(),
                   f"bad/decode-refuses: {status} {error}")
+        # The proxy drains the producer's KV through the decode server that refused the body:
+        # one more load lands, and the producer stops holding (and stepping for) it now, not
+        # after receiver_timeout_ms.
+        deadline = time.monotonic() + REQUEST_S
+        while (loads := await self.loads(session)) < before + 1 and time.monotonic() < deadline:
+            await asyncio.sleep(0.5)  # polling a counter, bounded by the deadline
+        print(f"bad/drained: decode loads {before} -> {loads}", flush=True)
+        self.need(loads == before + 1, f"bad/drained: decode loads {before} -> {loads}, want +1")
         # Malformed kv_transfer_params straight to a decode server: it runs there, locally.
         spec = Spec("completion", toks(rng, 70), False)
         body = spec.body()
