@@ -1,8 +1,8 @@
 // fabric_lib._kv (a submodule of fabric_lib._native): the binding of the KV module (docs/kv.md). A
 // Sender or Receiver runs on the fabric_lib.Engine it is given (engine=), beside the process's other
 // workloads, or on an engine of its own made from its options; it registers the memory it is given
-// and deregisters it when it closes, so Python hands it tensors' (pointer, length) and keeps the
-// tensors alive itself (fabric_lib.kv does).
+// (resolved as Engine.reg_mr resolves it, memory.hpp) and keeps those objects alive until it
+// closes and deregisters them.
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "errors.hpp"
+#include "memory.hpp"
 #include "workload_engine.hpp"
 #include "fabric/engine.hpp"
 #include "fabric/kv/layout.hpp"
@@ -27,6 +28,7 @@ using namespace fabric;
 using namespace fabric::kv;
 // fabric_lib's exception classes (FabricError and one subclass per Errc).
 using fabric::python::check;
+using fabric::python::MemoryTarget;
 using fabric::python::take;
 using fabric::python::WorkloadEngine;
 
@@ -73,32 +75,55 @@ py::tuple status_tuple(const RequestStatus& s) {
                         s.error.ok() ? py::object(py::none()) : py::object(py::str(s.error.to_string())));
 }
 
-// (pointer, bytes, CUDA ordinal or -1 for host memory): fabric_lib.kv._region of a tensor/array.
-using RegionArg = std::tuple<std::uintptr_t, std::size_t, int>;
+// A region as Engine.reg_mr takes one (a writable C-contiguous buffer or a contiguous tensor, a
+// CUDA tensor as memory of its GPU), or a (ptr, length[, device]) tuple for memory Python does not
+// own: one resolver, so KV refuses what the engine refuses with the same errors.
+MemoryTarget resolve_region(py::handle obj) {
+  if (!py::isinstance<py::tuple>(obj)) {
+    return python::resolve_memory(obj, std::nullopt, py::none(), py::none());
+  }
+  const auto raw = py::reinterpret_borrow<py::tuple>(obj);
+  if (raw.size() < 2 || raw.size() > 3 || !py::isinstance<py::int_>(raw[1])) {
+    throw py::type_error("a raw KV region is (ptr, length) or (ptr, length, device)");
+  }
+  return python::resolve_memory(raw[0], raw[1].cast<std::int64_t>(),
+                                raw.size() == 3 ? raw[2] : py::handle(py::none()), py::none());
+}
 
-Device region_device(int ordinal) { return ordinal < 0 ? Device::host() : Device::cuda(ordinal); }
-
-MemoryRange region_range(const RegionArg& r) {
-  const auto& [ptr, len, ordinal] = r;
-  return {reinterpret_cast<void*>(ptr), len, region_device(ordinal)};
+// Resolves every region (under the GIL, before any is registered) and keeps their objects.
+std::vector<MemoryTarget> resolve_regions(const py::sequence& regions,
+                                          std::vector<py::object>& keepers) {
+  std::vector<MemoryTarget> out;
+  for (py::handle r : regions) {
+    out.push_back(resolve_region(r));
+    keepers.push_back(out.back().keeper);
+  }
+  return out;
 }
 
 class PySender {
  public:
-  PySender(KvLayout layout, const std::vector<RegionArg>& regions, std::optional<RegionArg> tail,
-           EngineOptions o, int heartbeat_ms, int receiver_timeout_ms, const py::object& engine)
+  PySender(KvLayout layout, const py::sequence& regions, const py::object& tail, EngineOptions o,
+           int heartbeat_ms, int receiver_timeout_ms, const py::object& engine)
       : engine_(engine, own_config(o)) {
     try {
       TransferEngine& e = engine_.get();
       SenderConfig cfg;
       cfg.layout = std::move(layout);
       std::vector<MemoryRange> ranges;
-      for (const auto& r : regions) ranges.push_back(region_range(r));
+      for (const MemoryTarget& r : resolve_regions(regions, keepers_)) {
+        ranges.push_back({r.ptr, r.length, r.device});
+      }
+      std::optional<MemoryTarget> tail_memory;
+      if (!tail.is_none()) {
+        tail_memory = resolve_region(tail);
+        keepers_.push_back(tail_memory->keeper);
+      }
       // One batch: vLLM hands one tensor per layer, and reg_mr each pays a worker round trip.
       for (auto& r : take(released([&] { return e.reg_mrs(ranges); }))) registered_.push_back(r.handle);
       cfg.regions = registered_;
-      if (tail) {
-        const MemoryRange t = region_range(*tail);
+      if (tail_memory) {
+        const MemoryTarget& t = *tail_memory;
         tail_ = take(released([&] { return e.reg_mr(t.ptr, t.length, t.device); })).handle;
         registered_.push_back(tail_);
       }
@@ -122,6 +147,7 @@ class PySender {
       }
       registered_.clear();
     }
+    keepers_.clear();  // deregistered: the memory may go (under the GIL again)
     engine_.close();
   }
   py::bytes address() const { return address_of(engine_); }
@@ -160,6 +186,7 @@ class PySender {
     return *sender_;
   }
   WorkloadEngine engine_;
+  std::vector<py::object> keepers_;   // the regions' and the tail's objects, while registered
   std::vector<MrHandle> registered_;  // the regions', then the tail's
   MrHandle tail_;
   std::unique_ptr<Sender> sender_;
@@ -167,14 +194,13 @@ class PySender {
 
 class PyReceiver {
  public:
-  PyReceiver(KvLayout layout, const std::vector<RegionArg>& regions, EngineOptions o,
-             std::uint64_t spread, int heartbeat_ms, int quarantine_ms, const py::object& engine)
+  PyReceiver(KvLayout layout, const py::sequence& regions, EngineOptions o, std::uint64_t spread,
+             int heartbeat_ms, int quarantine_ms, const py::object& engine)
       : engine_(engine, own_config(o)) {
     ReceiverConfig cfg;
     cfg.layout = std::move(layout);
-    for (const auto& r : regions) {
-      const MemoryRange m = region_range(r);
-      cfg.regions.push_back({m.ptr, m.length, m.device});
+    for (const MemoryTarget& r : resolve_regions(regions, keepers_)) {
+      cfg.regions.push_back({r.ptr, r.length, r.device});
     }
     cfg.spread = spread;
     cfg.liveness.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
@@ -189,6 +215,7 @@ class PyReceiver {
       py::gil_scoped_release r;
       receiver_.reset();  // deregisters its regions and gives its immediates back
     }
+    keepers_.clear();
     engine_.close();
   }
   py::bytes address() const { return address_of(engine_); }
@@ -233,6 +260,8 @@ class PyReceiver {
     return *receiver_;
   }
   WorkloadEngine engine_;
+  // The regions' objects: the receiver registers them again for each source it connects.
+  std::vector<py::object> keepers_;
   std::unique_ptr<Receiver> receiver_;
 };
 
@@ -335,8 +364,7 @@ void bind_kv(py::module_& m) {
   py::class_<PySender>(m, "Sender",
                        "The prefill side (fabric::kv::Sender), on the given fabric_lib.Engine or "
                        "its own.")
-      .def(py::init<KvLayout, std::vector<RegionArg>, std::optional<RegionArg>, EngineOptions, int,
-                    int, py::object>(),
+      .def(py::init<KvLayout, py::sequence, py::object, EngineOptions, int, int, py::object>(),
            py::arg("layout"), py::arg("regions"), py::arg("tail"), py::arg("options"),
            py::arg("heartbeat_ms"), py::arg("receiver_timeout_ms"), py::arg("engine") = py::none())
       .def_property_readonly("address", &PySender::address)
@@ -354,8 +382,7 @@ void bind_kv(py::module_& m) {
   py::class_<PyReceiver>(m, "Receiver",
                          "The decode side (fabric::kv::Receiver), on the given fabric_lib.Engine or "
                          "its own.")
-      .def(py::init<KvLayout, std::vector<RegionArg>, EngineOptions, std::uint64_t, int, int,
-                    py::object>(),
+      .def(py::init<KvLayout, py::sequence, EngineOptions, std::uint64_t, int, int, py::object>(),
            py::arg("layout"), py::arg("regions"), py::arg("options"), py::arg("spread"),
            py::arg("heartbeat_ms"), py::arg("quarantine_ms"), py::arg("engine") = py::none())
       .def_property_readonly("address", &PyReceiver::address)

@@ -32,22 +32,6 @@ from .._kv import Sender as _Sender
 TERMINAL = ("done", "failed", "cancelled")
 
 
-def _region(obj: Any) -> tuple[int, int, int]:
-    """(pointer, bytes, CUDA ordinal or -1) of a contiguous torch tensor or numpy array: a CUDA
-    tensor registers as device memory of its GPU (the engine routes it to that GPU's NICs,
-    docs/topology.md), anything else as host memory."""
-    if hasattr(obj, "data_ptr"):
-        if not obj.is_contiguous():
-            raise ValueError("KV regions must be contiguous tensors")
-        device = getattr(obj, "device", None)
-        ordinal = -1
-        if device is not None and getattr(device, "type", "cpu") == "cuda":
-            ordinal = device.index if device.index is not None else 0
-        return int(obj.data_ptr()), int(obj.numel() * obj.element_size()), ordinal
-    iface = obj.__array_interface__
-    return int(iface["data"][0]), int(obj.nbytes), -1
-
-
 def _options(who: str, engine: Engine | None, provider: str | None, bind_address: str | None,
              request_timeout_ms: int | None, thread_cpus: str | None) -> EngineOptions:
     """The options of the engine a Sender or Receiver makes for itself; with engine= given, none
@@ -74,8 +58,10 @@ def _options(who: str, engine: Engine | None, provider: str | None, bind_address
 
 
 class Sender(_Sender):
-    """The prefill side. regions: one tensor/array per layout region (kept alive here), registered
-    on the engine until close(). engine: the process's fabric_lib.Engine (kept alive here), else
+    """The prefill side. regions: one per layout region, each what Engine.reg_mr takes (a writable
+    C-contiguous buffer such as a numpy array, a contiguous torch tensor, a CUDA one as memory of
+    its GPU) or a (ptr, length[, device]) tuple; kept alive and registered on the engine until
+    close(), and refused with Engine.reg_mr's errors. tail: one more such region. engine: the process's fabric_lib.Engine (kept alive here), else
     one of its own from provider (default "tcp"), bind_address ("127.0.0.1"),
     request_timeout_ms (5000) and thread_cpus ("")."""
 
@@ -94,11 +80,10 @@ class Sender(_Sender):
         thread_cpus: str | None = None,
     ) -> None:
         options = _options("Sender", engine, provider, bind_address, request_timeout_ms, thread_cpus)
-        self._keep = (list(regions), tail)
         super().__init__(
             layout,
-            [_region(r) for r in regions],
-            None if tail is None else _region(tail),
+            list(regions),
+            tail,
             options,
             heartbeat_ms,
             receiver_timeout_ms,
@@ -107,8 +92,8 @@ class Sender(_Sender):
 
 
 class Receiver(_Receiver):
-    """The decode side. regions: the layout's regions, then any tail buffers (kept alive here),
-    registered on the engine until close(). engine: as Sender's."""
+    """The decode side. regions: the layout's regions, then any tail buffers, each as Sender's
+    regions, kept alive and registered on the engine until close(). engine: as Sender's."""
 
     def __init__(
         self,
@@ -125,10 +110,9 @@ class Receiver(_Receiver):
         thread_cpus: str | None = None,
     ) -> None:
         options = _options("Receiver", engine, provider, bind_address, request_timeout_ms, thread_cpus)
-        self._keep = list(regions)
         super().__init__(
             layout,
-            [_region(r) for r in regions],
+            list(regions),
             options,
             spread,
             heartbeat_ms,
