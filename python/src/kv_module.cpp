@@ -327,7 +327,9 @@ void bind_kv(py::module_& m) {
               std::uint32_t e, std::uint32_t f, std::uint32_t g, std::uint32_t h) {           \
         return name(shape(a, b, c, d, e, f, g, h));                                           \
       },                                                                                      \
-      shape_doc)
+      py::arg("num_layers"), py::arg("num_pages"), py::arg("tokens_per_page"),              \
+      py::arg("total_kv_heads"), py::arg("head_begin"), py::arg("num_heads"),                \
+      py::arg("head_size"), py::arg("elem_bytes"), shape_doc)
   FABRIC_KV_FACTORY(vllm_nhd);
   FABRIC_KV_FACTORY(vllm_hnd);
   FABRIC_KV_FACTORY(vllm_cpu);
@@ -353,7 +355,8 @@ void bind_kv(py::module_& m) {
       },
       py::arg("sources"), py::arg("destinations"));
 
-  py::class_<EngineOptions>(m, "EngineOptions")
+  py::class_<EngineOptions>(m, "EngineOptions",
+                            "The engine a Sender or Receiver makes for itself when given none.")
       .def(py::init<>())
       .def_readwrite("provider", &EngineOptions::provider)
       .def_readwrite("bind_address", &EngineOptions::bind_address)
@@ -373,9 +376,9 @@ void bind_kv(py::module_& m) {
       .def("layer_done", &PySender::layer_done, py::arg("id"), py::arg("layer"),
            py::arg("tokens") = py::none())
       .def("add_pages", &PySender::add_pages, py::arg("id"), py::arg("pages"))
-      .def("cancel", &PySender::cancel)
-      .def("poll", &PySender::poll)
-      .def("release", &PySender::release)
+      .def("cancel", &PySender::cancel, py::arg("id"))
+      .def("poll", &PySender::poll, py::arg("id"))
+      .def("release", &PySender::release, py::arg("id"))
       .def("active_requests", &PySender::active)
       .def("close", &PySender::close);
 
@@ -387,15 +390,15 @@ void bind_kv(py::module_& m) {
            py::arg("heartbeat_ms"), py::arg("quarantine_ms"), py::arg("engine") = py::none())
       .def_property_readonly("address", &PyReceiver::address)
       .def("connect", &PyReceiver::connect, py::arg("address"), py::arg("timeout") = 30.0)
-      .def("source_layout", &PyReceiver::source_layout)
+      .def("source_layout", &PyReceiver::source_layout, py::arg("source"))
       .def("request", &PyReceiver::request, py::arg("id"), py::arg("pages"),
            py::arg("num_tokens"), py::arg("sources"), py::arg("tail") = py::none(),
            py::arg("src_first") = 0)
       .def("decline", &PyReceiver::decline, py::arg("id"), py::arg("sources"))
-      .def("cancel", &PyReceiver::cancel)
-      .def("poll", &PyReceiver::poll)
+      .def("cancel", &PyReceiver::cancel, py::arg("id"))
+      .def("poll", &PyReceiver::poll, py::arg("id"))
       .def("wait", &PyReceiver::wait, py::arg("id"), py::arg("timeout"))
-      .def("release", &PyReceiver::release)
+      .def("release", &PyReceiver::release, py::arg("id"))
       .def("active_requests", &PyReceiver::active)
       .def("close", &PyReceiver::close);
 }

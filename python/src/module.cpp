@@ -29,7 +29,7 @@ void bind_info(pybind11::module_& m);             // info.cpp
 
 namespace {
 // A submodule of this extension that the package imports under its own name (`from .._kv import`,
-// `from . import _moe`): one extension, so the process holds one copy of the engine library
+// `from . import _moe`, `from .. import _weights`), with its type stub beside it (_kv.pyi, ...): one extension, so the process holds one copy of the engine library
 // (its logger, its registries of peers and shm segments) whichever workloads it imports.
 pybind11::module_ add_package_module(pybind11::module_& m, const char* attr, const char* name) {
   pybind11::module_ sub = m.def_submodule(attr);
@@ -56,9 +56,11 @@ PYBIND11_MODULE(_native, m) {
   bind_watcher(m);
   bind_engine(m);
   bind_reads(m);  // methods of Engine: after bind_engine
-  bind_weights(m);
   bind_counts(m);
   bind_imm_reservation(m);  // methods of Engine: after bind_engine
+  // After ImmReservation, so that reserve_update_imms's signature names the class.
+  auto weights = add_package_module(m, "_weights", "fabric_lib._weights");
+  bind_weights(weights);
   bind_metrics(m);
   auto kv = add_package_module(m, "_kv", "fabric_lib._kv");
   bind_kv(kv);

@@ -1,4 +1,4 @@
-// fabric_lib._native.weights: the planner, simulator and trainer executor of
+// fabric_lib._weights (a submodule of fabric_lib._native, module.cpp): the planner, simulator and trainer executor of
 // fabric_weights (docs/weights.md). Metadata and schedules cross as JSON text;
 // the executor runs against a fabric_lib.Engine.
 
@@ -198,8 +198,8 @@ class PyExecutor {
 
 }  // namespace
 
-void bind_weights(py::module_& parent) {
-  auto m = parent.def_submodule("_weights", "RL weight transfer: planner, simulator, executor (docs/weights.md).");
+void bind_weights(py::module_& m) {
+  m.doc() = "RL weight transfer: planner, simulator, executor (docs/weights.md).";
   m.def("plan", &plan_json, py::arg("input_json"), py::arg("config_json") = "",
         "Plans a schedule from metadata JSON; returns the schedule JSON. Raises InvalidArgumentError "
         "naming the parameter for bad metadata.");

@@ -1,20 +1,65 @@
-"""_native.pyi names exactly what _native binds, with the same parameters and docstrings."""
+"""Each stub (_native.pyi for the engine, _kv.pyi, moe/_moe.pyi and _weights.pyi for the workload
+bindings) names exactly what its module binds, with the same parameters and docstrings."""
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 import inspect
 import pathlib
 import re
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 from fabric_lib import _native
 
-STUB = pathlib.Path(_native.__file__).with_name("_native.pyi")
-TREE = ast.parse(STUB.read_text())
+PACKAGE = pathlib.Path(_native.__file__).parent
+
+
+@dataclasses.dataclass
+class Stub:
+    import_name: str
+    module: ModuleType
+    path: pathlib.Path
+    tree: ast.Module
+    classes: dict[str, ast.ClassDef]
+    functions: dict[str, ast.FunctionDef]
+    variables: dict[str, ast.AnnAssign]
+
+    @property
+    def name(self) -> str:
+        return self.path.relative_to(PACKAGE).as_posix()
+
+
+def _load(module: str, stub: str) -> Stub:
+    path = PACKAGE / stub
+    tree = ast.parse(path.read_text())
+    return Stub(
+        module,
+        importlib.import_module(module),
+        path,
+        tree,
+        {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)},
+        {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)},
+        {
+            n.target.id: n
+            for n in tree.body
+            if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+        },
+    )
+
+
+# (module, its stub beside the package): every native module the package imports.
+STUBS = [
+    _load("fabric_lib._native", "_native.pyi"),
+    _load("fabric_lib._kv", "_kv.pyi"),
+    _load("fabric_lib.moe._moe", "moe/_moe.pyi"),
+    _load("fabric_lib._weights", "_weights.pyi"),
+]
+STUB_IDS = [s.name for s in STUBS]
 
 
 def _public(name: str) -> bool:
@@ -35,59 +80,66 @@ def _stub_members(cls: ast.ClassDef) -> dict[str, ast.AST]:
     return members
 
 
-CLASSES = {n.name: n for n in TREE.body if isinstance(n, ast.ClassDef)}
-FUNCTIONS = {n.name: n for n in TREE.body if isinstance(n, ast.FunctionDef)}
-VARIABLES = {
-    n.target.id: n
-    for n in TREE.body
-    if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
-}
-
-
-def _stub_members_with_bases(name: str) -> dict[str, ast.AST]:
+def _stub_members_with_bases(stub: Stub, name: str) -> dict[str, ast.AST]:
     members: dict[str, ast.AST] = {}
-    for base in CLASSES[name].bases:
-        if isinstance(base, ast.Name) and base.id in CLASSES:
-            members.update(_stub_members_with_bases(base.id))
-    members.update(_stub_members(CLASSES[name]))
+    for base in stub.classes[name].bases:
+        if isinstance(base, ast.Name) and base.id in stub.classes:
+            members.update(_stub_members_with_bases(stub, base.id))
+    members.update(_stub_members(stub.classes[name]))
     return members
 
 
 def _native_members(cls: type) -> set[str]:
     foreign = set()
     for base in cls.__mro__[1:]:
-        if base.__module__ not in ("fabric_lib", "fabric_lib._native"):
+        if not base.__module__.startswith("fabric_lib"):
             foreign |= set(dir(base))
     return {n for n in dir(cls) if _public(n) and n not in foreign}
 
 
-def test_module_names_match() -> None:
-    stub = {n for n in [*CLASSES, *FUNCTIONS, *VARIABLES] if _public(n)}
-    native = {n for n in dir(_native) if _public(n)}
-    assert stub == native
-    assert "__version__" in VARIABLES and isinstance(_native.__version__, str)
+@pytest.mark.parametrize("stub", STUBS, ids=STUB_IDS)
+def test_module_names_match(stub: Stub) -> None:
+    names = {n for n in [*stub.classes, *stub.functions, *stub.variables] if _public(n)}
+    native = {n for n in dir(stub.module) if _public(n)}
+    assert names == native, f"only in {stub.name}: {sorted(names - native)}; only in the module: {sorted(native - names)}"
 
 
-@pytest.mark.parametrize("name", sorted(CLASSES))
-def test_class_members_match(name: str) -> None:
-    cls = getattr(_native, name, None)
-    assert cls is not None, f"{name} is in the stub only"
-    stub = _stub_members_with_bases(name)
-    assert {n for n in stub if _public(n)} == _native_members(cls)
-    for dunder in (n for n in stub if not _public(n)):
-        assert hasattr(cls, dunder), f"{name}.{dunder} is in the stub only"
+def test_the_engine_stub_has_the_version() -> None:
+    assert "__version__" in STUBS[0].variables and isinstance(_native.__version__, str)
+
+
+def _public_classes() -> list[tuple[Stub, str]]:
+    return [(s, name) for s in STUBS for name in sorted(s.classes) if _public(name)]
+
+
+@pytest.mark.parametrize(
+    "stub,name", _public_classes(), ids=[f"{s.name}:{n}" for s, n in _public_classes()]
+)
+def test_class_members_match(stub: Stub, name: str) -> None:
+    cls = getattr(stub.module, name, None)
+    assert cls is not None, f"{name} is in {stub.name} only"
+    members = _stub_members_with_bases(stub, name)
+    assert {n for n in members if _public(n)} == _native_members(cls)
+    for dunder in (n for n in members if not _public(n)):
+        assert hasattr(cls, dunder), f"{name}.{dunder} is in {stub.name} only"
 
 
 def _docs() -> list[tuple[str, Any, str]]:
-    out = [("module", _native, ast.get_docstring(TREE) or "")]
-    for name, node in CLASSES.items():
-        cls = getattr(_native, name, None)
-        if cls is None:
-            continue  # test_module_names_match reports it
-        out.append((name, cls, ast.get_docstring(node) or ""))
-        for member, m in _stub_members(node).items():
-            if isinstance(m, ast.FunctionDef) and ast.get_docstring(m) and hasattr(cls, member):
-                out.append((f"{name}.{member}", getattr(cls, member), ast.get_docstring(m)))
+    out = []
+    for stub in STUBS:
+        out.append((f"{stub.name}:module", stub.module, ast.get_docstring(stub.tree) or ""))
+        for name, node in stub.classes.items():
+            cls = getattr(stub.module, name, None)
+            if cls is None or not _public(name):
+                continue  # test_module_names_match reports it; a private class is the stub's own
+            out.append((f"{stub.name}:{name}", cls, ast.get_docstring(node) or ""))
+            for member, m in _stub_members(node).items():
+                if isinstance(m, ast.FunctionDef) and ast.get_docstring(m) and hasattr(cls, member):
+                    out.append((f"{stub.name}:{name}.{member}", getattr(cls, member),
+                                ast.get_docstring(m)))
+        for name, f in stub.functions.items():
+            if ast.get_docstring(f) and hasattr(stub.module, name):
+                out.append((f"{stub.name}:{name}", getattr(stub.module, name), ast.get_docstring(f)))
     return out
 
 
@@ -128,22 +180,26 @@ def _stub_params(node: ast.FunctionDef) -> list[str]:
 
 def _signatures() -> list[tuple[str, Any, ast.FunctionDef]]:
     out = []
-    for name, node in CLASSES.items():
-        cls = getattr(_native, name, None)
-        for member, m in _stub_members(node).items():
-            if not hasattr(cls, member):
-                continue  # test_class_members_match reports it
-            is_property = isinstance(m, ast.FunctionDef) and any(
-                isinstance(d, ast.Name) and d.id == "property" for d in m.decorator_list
-            )
-            if (
-                isinstance(m, ast.FunctionDef)
-                and not is_property
-                and (_public(member) or member == "__init__")
-            ):
-                if not inspect.isbuiltin(getattr(cls, member)) and name.endswith("Error"):
-                    continue
-                out.append((f"{name}.{member}", getattr(cls, member), m))
+    for stub in STUBS:
+        for name, node in stub.classes.items():
+            cls = getattr(stub.module, name, None)
+            for member, m in _stub_members(node).items():
+                if not hasattr(cls, member):
+                    continue  # test_class_members_match reports it
+                is_property = isinstance(m, ast.FunctionDef) and any(
+                    isinstance(d, ast.Name) and d.id == "property" for d in m.decorator_list
+                )
+                if (
+                    isinstance(m, ast.FunctionDef)
+                    and not is_property
+                    and (_public(member) or member == "__init__")
+                ):
+                    if not inspect.isbuiltin(getattr(cls, member)) and name.endswith("Error"):
+                        continue
+                    out.append((f"{stub.name}:{name}.{member}", getattr(cls, member), m))
+        for name, f in stub.functions.items():
+            if hasattr(stub.module, name):
+                out.append((f"{stub.name}:{name}", getattr(stub.module, name), f))
     return out
 
 
@@ -161,7 +217,7 @@ def test_mypy_stubtest_agrees() -> None:
     import sys
 
     result = subprocess.run(
-        [sys.executable, "-m", "mypy.stubtest", "fabric_lib._native"],
+        [sys.executable, "-m", "mypy.stubtest", *(s.import_name for s in STUBS)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -186,13 +242,7 @@ def _pybind_signature_lines(doc: str | None) -> list[str]:
 def _public_callables() -> list[tuple[str, Any]]:
     import fabric_lib
 
-    modules = [fabric_lib, _native]
-    # The workload extensions, where this build has them (each is its own module).
-    for name in ("_kv", "moe._moe"):
-        try:
-            modules.append(importlib.import_module(f"fabric_lib.{name}"))
-        except ImportError:
-            pass
+    modules = [fabric_lib, *(s.module for s in STUBS)]
     seen: set[int] = set()
     out: list[tuple[str, Any]] = []
 

@@ -87,7 +87,7 @@ def proc(args) -> None:
 
     import fabric_lib as fl
     from fabric_lib.weights import Receiver, Schedule, Trainer, local_box, mesh_coords, reserve_update_imms
-    from fabric_lib._native import _weights as native
+    from fabric_lib import _weights as native
 
     T, R = args.trainers, args.inference
     world = T + R

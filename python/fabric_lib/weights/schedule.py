@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .._native import _weights as _w
+from .. import _weights as _w
 
 
 @dataclass(frozen=True)

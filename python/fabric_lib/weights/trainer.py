@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .. import InvalidArgumentError
-from .._native import _weights as _w
+from .. import _weights as _w
 from .metadata import TrainerLayout, local_box, mesh_coords
 from .schedule import Schedule
 

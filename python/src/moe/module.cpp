@@ -289,7 +289,8 @@ namespace fabric::python {
 void bind_moe(py::module_& m) {
   m.doc() = "One rank of a MoE dispatch/combine group on the host device (docs/moe.md).";
   const EngineConfig engine_defaults;
-  py::class_<Group>(m, "Group")
+  py::class_<Group>(m, "Group",
+                    "One rank's MoE group on its engine (fabric_lib.moe.Buffer wraps it).")
       .def(py::init<std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t,
                     std::uint32_t, py::function, const std::string&, std::uint32_t, std::uint32_t,
                     const std::string&, const std::string&, std::uint32_t, std::uint32_t,
