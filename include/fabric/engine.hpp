@@ -146,9 +146,15 @@ struct EngineConfig {
   // few clock reads per request; for measurements, off by default. At most
   // max_post_timings records are kept until taken.
   bool record_post_timings = false;
-  // Count requests, bytes and latency for metrics() (docs/observability.md): two clock reads and
-  // a few relaxed atomic adds per request. Off: metrics() reports no request counts.
+  // Count requests, bytes, latencies and the queue for metrics() (docs/observability.md): three
+  // clock reads and a few relaxed atomic adds per request. Off: metrics() reports no request
+  // counts, latencies or queue depth.
   bool metrics = true;
+  // Peers whose requests metrics() counts under their own `peer` (EngineMetrics::peers): the
+  // first this many resolved; the rest count together as `other`. Bounded so that a process
+  // whose peers restart for days does not grow its metrics without end; at most kMaxPeerLabels
+  // (fabric/metrics.hpp), 0: no per-peer counts.
+  std::uint32_t metrics_peer_labels = 16;
   std::uint32_t max_post_timings = 1u << 20;
 };
 

@@ -41,16 +41,18 @@ Status DomainGroup::adopt(std::vector<std::unique_ptr<domain::Domain>> domains) 
 }
 
 Status DomainGroup::resolve_owner(const NetAddr& owner, std::uint32_t group,
-                                  domain::PeerHandle* out) {
-  return resolve_cached(owner, group, out, nullptr);
+                                  domain::PeerHandle* out, std::uint32_t* slot) {
+  return resolve_cached(owner, group, out, nullptr, slot);
 }
 
-Status DomainGroup::resolve_owner(const MrDesc& dst, domain::PeerHandle* out) {
-  return resolve_cached(dst.owner(), dst.group(), out, &dst);
+Status DomainGroup::resolve_owner(const MrDesc& dst, domain::PeerHandle* out,
+                                  std::uint32_t* slot) {
+  return resolve_cached(dst.owner(), dst.group(), out, &dst, slot);
 }
 
 Status DomainGroup::resolve_cached(const NetAddr& owner, std::uint32_t group,
-                                   domain::PeerHandle* out, const MrDesc* dst) {
+                                   domain::PeerHandle* out, const MrDesc* dst,
+                                   std::uint32_t* slot) {
   const std::size_t k = domains_.size();
   auto it = peer_cache_.find(owner.instance_id());
   if (it != peer_cache_.end() && &owner != it->second.checked_owner.get()) {
@@ -65,6 +67,7 @@ Status DomainGroup::resolve_cached(const NetAddr& owner, std::uint32_t group,
   }
   if (it != peer_cache_.end() && it->second.resolved[group]) {
     std::copy_n(it->second.handles[group].begin(), k, out);
+    if (slot != nullptr) *slot = it->second.slot;
     return Status::success();
   }
   std::array<domain::PeerHandle, NetAddr::kMaxDomains> handles{};
@@ -80,10 +83,12 @@ Status DomainGroup::resolve_cached(const NetAddr& owner, std::uint32_t group,
     if (dst != nullptr) fresh.checked_owner = dst->shared_owner();
     fresh.handles.resize(owner.num_groups());
     fresh.resolved.assign(owner.num_groups(), false);
+    if (index_ != nullptr) fresh.slot = index_->known(owner.instance_id());
     it = peer_cache_.insert_or_assign(owner.instance_id(), std::move(fresh)).first;
   }
   it->second.handles[group] = handles;
   it->second.resolved[group] = true;
+  if (slot != nullptr) *slot = it->second.slot;
   return Status::success();
 }
 
@@ -101,6 +106,9 @@ Status DomainGroup::add_peer_group(std::uint64_t id, const std::vector<NetAddr>&
     }
   }
   peer_groups_.insert_or_assign(id, std::move(table));
+  if (index_ != nullptr) {
+    for (const NetAddr& peer : peers) (void)index_->known(peer.instance_id());
+  }
   return Status::success();
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "domain/domain.hpp"
+#include "engine/peer_index.hpp"
 #include "fabric/net_addr.hpp"
 #include "fabric/status.hpp"
 
@@ -37,12 +38,16 @@ class DomainGroup {
   }
 
   // --- peers
+  // Where peers this group resolves are reported known (metrics); none before this is called.
+  void set_peer_index(PeerIndex* index) noexcept { index_ = index; }
   // The handle of each Domain of the owner's group `group` into out[0, size()): from the
-  // cache, resolving (once per engine instance and group) on a miss.
-  Status resolve_owner(const NetAddr& owner, std::uint32_t group, domain::PeerHandle* out);
+  // cache, resolving (once per engine instance and group) on a miss. `slot`, when given, gets
+  // the owner's per-peer counter slot (PeerIndex::known; kNoSlot without an index).
+  Status resolve_owner(const NetAddr& owner, std::uint32_t group, domain::PeerHandle* out,
+                       std::uint32_t* slot = nullptr);
   // The same for the owner of `dst`'s memory and its group. A hit on the very owner object
   // checked before (the cache keeps it alive) skips comparing its addresses byte by byte.
-  Status resolve_owner(const MrDesc& dst, domain::PeerHandle* out);
+  Status resolve_owner(const MrDesc& dst, domain::PeerHandle* out, std::uint32_t* slot = nullptr);
   // Resolves every group of every peer, kept as peer group `id` for the engine's lifetime.
   Status add_peer_group(std::uint64_t id, const std::vector<NetAddr>& peers);
   // Forgets peer group `id` (an add_peer_group that failed on another group); no-op if unknown.
@@ -110,11 +115,14 @@ class DomainGroup {
     std::shared_ptr<const NetAddr> checked_owner;
     std::vector<std::array<domain::PeerHandle, NetAddr::kMaxDomains>> handles;  // per group
     std::vector<bool> resolved;                                                 // per group
+    std::uint32_t slot = PeerIndex::kNoSlot;  // PeerIndex::known's answer
   };
   std::unordered_map<std::uint64_t, CachedPeer> peer_cache_;
 
+  PeerIndex* index_ = nullptr;
+
   Status resolve_cached(const NetAddr& owner, std::uint32_t group, domain::PeerHandle* out,
-                        const MrDesc* dst);
+                        const MrDesc* dst, std::uint32_t* slot);
 };
 
 }  // namespace fabric::engine

@@ -74,13 +74,26 @@ std::vector<PostTiming> TransferEngine::take_post_timings() {
 EngineMetrics TransferEngine::metrics() const {
   EngineMetrics m;
   m.messages_unrouted = impl_->channels->unrouted();
+  const engine::PeerIndex& peers = impl_->shared->peers;
+  m.peers.resize(peers.slots());  // by worker slot: PeerIndex's, the rest's last
   for (const auto& w : impl_->workers) {
-    w->request_metrics().add_to(m);
+    w->request_metrics().add_to(m, impl_->config.metrics ? w->outstanding() : 0);
     m.messages_received += w->receives().delivered();
     m.registrations += w->registrar().live();
     m.registered_bytes += w->registrar().live_bytes();
   }
+  if (!m.peers.empty()) {
+    // Read after the sums: a slot any request was counted under has its peer by then. Slots
+    // not handed out yet hold nothing and are dropped.
+    const std::vector<std::uint64_t> ids = peers.labelled_peers();
+    m.peers.back().other = true;
+    for (std::size_t i = 0; i < ids.size(); ++i) m.peers[i].peer = ids[i];
+    m.peers.erase(m.peers.begin() + static_cast<std::ptrdiff_t>(ids.size()), m.peers.end() - 1);
+  }
   impl_->counters.add_to(m);
+  const engine::PeerIndex::Counts counts = peers.counts();
+  m.peers_known = counts.known;
+  m.peers_lost = counts.lost;
   m.imms_received = impl_->shared->imms.arrivals();
   m.in_flight = outstanding_requests();
   return m;
@@ -124,7 +137,10 @@ Status TransferEngine::fence_peer(const NetAddr& peer) {
   // Every group of ours may hear from every group of the peer.
   Status st =
       impl_->on_every_group([&peer](engine::DomainGroup& g) { return g.fence_peer(peer); });
-  if (st.ok()) impl_->counters.peers_fenced.fetch_add(1, std::memory_order_relaxed);
+  if (st.ok()) {
+    impl_->counters.peers_fenced.fetch_add(1, std::memory_order_relaxed);
+    impl_->shared->peers.fenced(peer.instance_id());
+  }
   return st;
 }
 

@@ -37,6 +37,11 @@ Result<std::unique_ptr<TransferEngine>> TransferEngine::create(const EngineConfi
                   fmt::format("domains_per_group {} not in 1..{}", config.domains_per_group,
                               NetAddr::kMaxDomains));
   }
+  if (config.metrics_peer_labels > kMaxPeerLabels) {
+    return Status(Errc::invalid_argument,
+                  fmt::format("metrics_peer_labels {} is more than {}", config.metrics_peer_labels,
+                              kMaxPeerLabels));
+  }
   auto planned = engine::plan_groups(config);
   if (!planned) return planned.status();
   if (config.host_group >= planned->size()) {
@@ -51,7 +56,8 @@ Result<std::unique_ptr<TransferEngine>> TransferEngine::create(const EngineConfi
   engine::EngineShared& shared = *impl->shared;
   for (std::size_t g = 0; g < planned->size(); ++g) {
     impl->workers.push_back(std::make_unique<engine::Worker>(
-        static_cast<std::uint32_t>(g), config, shared.callbacks, shared.imms, shared.admission));
+        static_cast<std::uint32_t>(g), config, shared.callbacks, shared.imms, shared.admission,
+        shared.peers));
   }
   // Every group opens its Domains on its own worker at once; then they are checked in order.
   for (std::size_t g = 0; g < planned->size(); ++g) {

@@ -36,7 +36,8 @@ struct TransferEngine::Impl {
   Impl(const EngineConfig& c, ThreadCpus t)
       : config(c),
         threads(std::move(t)),
-        shared(std::make_shared<engine::EngineShared>(c.max_outstanding_requests, threads.cpus)) {}
+        shared(std::make_shared<engine::EngineShared>(c.max_outstanding_requests, threads.cpus,
+                                                      c.metrics_peer_labels)) {}
 
   EngineConfig config;
   // Where every thread of this engine runs (fabric/threads.hpp), whoever called create().

@@ -74,35 +74,68 @@ std::uint64_t payload_bytes(const Op& op) noexcept {
   return 0;
 }
 
-void RequestMetrics::record(const Op& op, std::uint64_t now_ns) noexcept {
-  Kind& k = kinds_[kind_index(op.kind)];
+void LatencyCounts::add(std::uint64_t ns) noexcept {
+  buckets_[bucket_of(ns)].fetch_add(1, kRelaxed);
+  sum_ns_.fetch_add(ns, kRelaxed);
+}
+
+void LatencyCounts::add_to(LatencyHistogram& out) const noexcept {
+  std::uint64_t running = 0;
+  for (std::size_t b = 0; b < kLatencyBuckets; ++b) {
+    running += buckets_[b].load(kRelaxed);
+    out.cumulative[b] += running;
+  }
+  // The count is the last cumulative bucket, so a snapshot's +Inf always equals it.
+  out.count += running;
+  out.sum_seconds += static_cast<double>(sum_ns_.load(kRelaxed)) * 1e-9;
+}
+
+RequestMetrics::RequestMetrics(std::uint32_t peer_slots)
+    : peer_slots_(peer_slots),
+      peers_(peer_slots == 0 ? nullptr : std::make_unique<Kind[]>(peer_slots)) {}
+
+void RequestMetrics::posted(Op& op, std::uint64_t now_ns) noexcept {
+  op.left_queue = true;
+  posted_unreported_.fetch_add(1, kRelaxed);
+  if (op.submitted_ns != 0 && now_ns >= op.submitted_ns) {
+    post_latency_.add(now_ns - op.submitted_ns);
+  }
+}
+
+void RequestMetrics::count(Kind& k, const Op& op, std::uint64_t bytes) noexcept {
   if (op.failed()) {
     k.failed.fetch_add(1, kRelaxed);
   } else {
     k.ok.fetch_add(1, kRelaxed);
-    k.bytes_ok.fetch_add(payload_bytes(op), kRelaxed);
-  }
-  if (op.submitted_ns != 0 && now_ns >= op.submitted_ns) {
-    const std::uint64_t took = now_ns - op.submitted_ns;
-    buckets_[bucket_of(took)].fetch_add(1, kRelaxed);
-    latency_ns_.fetch_add(took, kRelaxed);
+    k.bytes_ok.fetch_add(bytes, kRelaxed);
   }
 }
 
-void RequestMetrics::add_to(EngineMetrics& out) const noexcept {
+void RequestMetrics::record(const Op& op, std::uint64_t now_ns) noexcept {
+  const std::uint64_t bytes = op.failed() ? 0 : payload_bytes(op);
+  count(kinds_[kind_index(op.kind)], op, bytes);
+  if (op.peer_slot < peer_slots_) count(peers_[op.peer_slot], op, bytes);
+  if (op.left_queue) posted_unreported_.fetch_sub(1, kRelaxed);
+  if (op.submitted_ns != 0 && now_ns >= op.submitted_ns) latency_.add(now_ns - op.submitted_ns);
+}
+
+void RequestMetrics::add_to(EngineMetrics& out, std::uint64_t outstanding) const noexcept {
   for (std::size_t i = 0; i < kRequestKinds; ++i) {
     out.requests[i].ok += kinds_[i].ok.load(kRelaxed);
     out.requests[i].failed += kinds_[i].failed.load(kRelaxed);
     out.requests[i].bytes_ok += kinds_[i].bytes_ok.load(kRelaxed);
   }
-  std::uint64_t running = 0;
-  for (std::size_t b = 0; b < kLatencyBuckets; ++b) {
-    running += buckets_[b].load(kRelaxed);
-    out.latency.cumulative[b] += running;
+  for (std::size_t p = 0; p < peer_slots_ && p < out.peers.size(); ++p) {
+    out.peers[p].requests.ok += peers_[p].ok.load(kRelaxed);
+    out.peers[p].requests.failed += peers_[p].failed.load(kRelaxed);
+    out.peers[p].requests.bytes_ok += peers_[p].bytes_ok.load(kRelaxed);
   }
-  // The count is the last cumulative bucket, so a snapshot's +Inf always equals it.
-  out.latency.count += running;
-  out.latency.sum_seconds += static_cast<double>(latency_ns_.load(kRelaxed)) * 1e-9;
+  latency_.add_to(out.latency);
+  post_latency_.add_to(out.post_latency);
+  // Read apart from `outstanding`: under traffic the difference may be off by the requests
+  // posted or reported in between (never below 0); at rest it is exact.
+  const std::uint64_t posted = posted_unreported_.load(kRelaxed);
+  out.queue_depth += outstanding > posted ? outstanding - posted : 0;
 }
 
 void EngineCounters::add_to(EngineMetrics& out) const noexcept {

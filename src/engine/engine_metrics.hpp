@@ -1,11 +1,13 @@
 #pragma once
 // The counters behind TransferEngine::metrics(): one RequestMetrics per worker (its requests'
-// outcomes and latency, added where a request is reported), one EngineCounters per engine (what
-// is not a request). Relaxed atomic adds: a counter is read only as a sum, never to order memory.
+// outcomes, peers and latencies, added where a request is fully posted and where it is
+// reported), one EngineCounters per engine (what is not a request). Relaxed atomic adds: a
+// counter is read only as a sum, never to order memory.
 
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 
 #include "fabric/metrics.hpp"
 
@@ -13,19 +15,43 @@ namespace fabric::engine {
 
 struct Op;
 
+// One latency histogram's buckets (not cumulative) and sum.
+class LatencyCounts {
+ public:
+  void add(std::uint64_t ns) noexcept;
+  void add_to(LatencyHistogram& out) const noexcept;
+
+ private:
+  std::array<std::atomic<std::uint64_t>, kLatencyBuckets> buckets_{};
+  std::atomic<std::uint64_t> sum_ns_{0};
+};
+
 class RequestMetrics {
  public:
-  // A request reported to its caller: its kind, payload, outcome and submit time (0: unknown).
+  // `peer_slots`: PeerIndex::slots(), counters allocated here, once.
+  explicit RequestMetrics(std::uint32_t peer_slots);
+
+  // The provider took the request's last operation: its post latency; it leaves the queue.
+  void posted(Op& op, std::uint64_t now_ns) noexcept;
+  // A request reported to its caller: its kind, peer, payload, outcome and submit time (0:
+  // unknown).
   void record(const Op& op, std::uint64_t now_ns) noexcept;
-  void add_to(EngineMetrics& out) const noexcept;
+  // `outstanding`: the worker's requests accepted and not yet reported.
+  void add_to(EngineMetrics& out, std::uint64_t outstanding) const noexcept;
 
  private:
   struct Kind {
     std::atomic<std::uint64_t> ok{0}, failed{0}, bytes_ok{0};
   };
+  static void count(Kind& k, const Op& op, std::uint64_t bytes) noexcept;
+
   std::array<Kind, kRequestKinds> kinds_;
-  std::array<std::atomic<std::uint64_t>, kLatencyBuckets> buckets_{};  // not cumulative
-  std::atomic<std::uint64_t> latency_ns_{0};
+  LatencyCounts latency_;
+  LatencyCounts post_latency_;
+  // Requests fully posted and not yet reported: the rest of the outstanding ones are queued.
+  std::atomic<std::uint64_t> posted_unreported_{0};
+  const std::uint32_t peer_slots_;
+  std::unique_ptr<Kind[]> peers_;  // by PeerIndex slot
 };
 
 struct EngineCounters {

@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "engine/peer_index.hpp"
 #include "engine/registration.hpp"
 #include "domain/domain.hpp"
 #include "engine/write_plan.hpp"
@@ -86,6 +87,10 @@ struct Op {
   std::uint32_t live_index = 0;  // position in the worker's list of live ops
   bool in_pending = false;
   bool delivered = false;  // on_done already ran (timed out); waiting for the provider
+  bool left_queue = false;  // its last operation was posted and counted (EngineConfig::metrics)
+  // Its peer's per-peer counters (PeerIndex::known), set when the peer is resolved; kNoSlot for
+  // none (a scatter, a barrier, metrics_peer_labels 0).
+  std::uint32_t peer_slot = PeerIndex::kNoSlot;
   PostTiming timing;       // stamped only when record_post_timings is on
   std::uint64_t submitted_ns = 0;  // when submit_* accepted it (EngineConfig::metrics), else 0
   std::chrono::steady_clock::time_point last_progress;

@@ -39,6 +39,8 @@ void reset(Op& op) {
   op.live_index = 0;
   op.in_pending = false;
   op.delivered = false;
+  op.left_queue = false;
+  op.peer_slot = PeerIndex::kNoSlot;
   op.timing = PostTiming{};
   op.error = Status::success();
 }

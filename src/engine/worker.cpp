@@ -28,16 +28,19 @@ constexpr int kHeldByProviderTimeouts = 6;
 }  // namespace
 
 Worker::Worker(std::uint32_t group, const EngineConfig& config, CallbackThread& callbacks,
-               ImmTable& imms, Admission& admission)
+               ImmTable& imms, Admission& admission, PeerIndex& peers)
     : index_(group),
       config_(config),
       callbacks_(callbacks),
       imms_(imms),
       admission_(admission),
+      peers_(peers),
       registrar_(domains_, group),
-      receives_(domains_, callbacks, [this](RecvSlot* slot) {
-        post_task([this, slot] { receives_.post(slot); });
-      }) {}
+      receives_(domains_, callbacks,
+                [this](RecvSlot* slot) { post_task([this, slot] { receives_.post(slot); }); }),
+      request_metrics_(peers.slots()) {
+  domains_.set_peer_index(&peers);
+}
 
 Worker::~Worker() { (void)stop(); }
 
@@ -433,9 +436,10 @@ Status Worker::resolve_peers(Op* op) {
   } else {
     op->own_peers.resize(k);
     // SENDs go to the peer's group 0, whose Domain 0 holds the receive buffers.
-    const Status st = op->kind == OpKind::send
-                          ? domains_.resolve_owner(op->send.to, 0, op->own_peers.data())
-                          : domains_.resolve_owner(op->dst, op->own_peers.data());
+    const Status st =
+        op->kind == OpKind::send
+            ? domains_.resolve_owner(op->send.to, 0, op->own_peers.data(), &op->peer_slot)
+            : domains_.resolve_owner(op->dst, op->own_peers.data(), &op->peer_slot);
     if (!st.ok()) return st;
   }
   op->peers = op->own_peers.data();
@@ -530,6 +534,8 @@ void Worker::expire_stalled(Clock::time_point now) {
                           .count(),
                       op->done, op->total, op->posted));
     } else if (op->error.ok()) {
+      // A scatter's or barrier's silent peer is one of several, not told apart here.
+      if (!op->posts_past_failure()) note_peer_gone(op, 0);
       op->error = Status(
           Errc::timeout,
           fmt::format("no completion from the peer for {} ms ({} of {} operations done, {} "
@@ -548,6 +554,21 @@ void Worker::expire_stalled(Clock::time_point now) {
       deliver(op);
     }
   }
+}
+
+void Worker::note_peer_gone(const Op* op, std::uint32_t peer) {
+  const NetAddr* owner = nullptr;
+  switch (op->kind) {
+    case OpKind::send: owner = &op->send.to; break;
+    case OpKind::scatter:
+      if (peer < op->scatter.dsts.size()) owner = &op->scatter.dsts[peer].owner();
+      break;
+    case OpKind::barrier:
+      if (peer < op->barrier.dsts.size()) owner = &op->barrier.dsts[peer].owner();
+      break;
+    default: owner = &op->dst.owner(); break;
+  }
+  if (owner != nullptr) peers_.lost(owner->instance_id());
 }
 
 void Worker::fail(Op* op, Status status) {

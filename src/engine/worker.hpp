@@ -27,6 +27,7 @@
 #include "engine/imm_table.hpp"
 #include "engine/op.hpp"
 #include "engine/op_pool.hpp"
+#include "engine/peer_index.hpp"
 #include "engine/receives.hpp"
 #include "engine/registrar.hpp"
 #include "engine/ring_queue.hpp"
@@ -52,7 +53,7 @@ class Worker {
   };
 
   Worker(std::uint32_t group, const EngineConfig& config, CallbackThread& callbacks,
-         ImmTable& imms, Admission& admission);
+         ImmTable& imms, Admission& admission, PeerIndex& peers);
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
@@ -151,6 +152,10 @@ class Worker {
   void rotate_pending(std::size_t n);
   // Counts a WRITE or SEND the provider took (and stamps PostTiming when asked).
   void note_posted(Op* op);
+  // The op's peer `peer` (0, or a scatter's or barrier's index) refused a post with an error,
+  // or answered nothing for request_timeout: it counts as lost (PeerIndex::lost). Failure
+  // paths only.
+  void note_peer_gone(const Op* op, std::uint32_t peer);
   // `now`: when the poll that returned the completion ran (one clock read per batch).
   void on_tx_done(Op* op, std::size_t domain, Status status,
                   std::chrono::steady_clock::time_point now);
@@ -174,6 +179,7 @@ class Worker {
   CallbackThread& callbacks_;
   ImmTable& imms_;
   Admission& admission_;
+  PeerIndex& peers_;
   std::promise<Result<Opened>> started_;
   std::future<Result<Opened>> started_future_ = started_.get_future();
 

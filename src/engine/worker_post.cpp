@@ -208,6 +208,7 @@ bool Worker::post_rma(Op* op, std::uint32_t max_wrs, Describe&& describe) {
       last_refusal_ = {false, to.domain, w.peer};
       return false;
     }
+    if (st.code() == Errc::provider) note_peer_gone(op, to.peer);
     if (!multi_peer) {
       op->error = std::move(st);
       return true;
@@ -239,12 +240,14 @@ bool Worker::post_send_op(Op* op) {
     last_refusal_ = {false, 0, op->peers[0]};
     return false;
   }
+  if (st.code() == Errc::provider) note_peer_gone(op, 0);
   op->error = std::move(st);
   return true;
 }
 
 void Worker::note_posted(Op* op) {
   ++op->posted;
+  if (config_.metrics && op->fully_posted()) request_metrics_.posted(*op, now_ns());
   if (!config_.record_post_timings) [[likely]] return;
   const std::uint64_t t = now_ns();
   if (op->posted == 1) op->timing.first_post = t;

@@ -1,5 +1,6 @@
 // TransferEngine::metrics() after known traffic between two engines of this process on tcp:
-// requests, bytes, latency samples, immediates and messages received, registrations, in flight.
+// requests and bytes (by kind and by peer), latency and post latency samples, immediates and
+// messages received, registrations, in flight and queued, peers known, lost and fenced.
 
 #include <gtest/gtest.h>
 
@@ -86,7 +87,22 @@ TEST(EngineMetrics, CountsWhatWasSentAndReceived) {
   EXPECT_EQ(tx.latency.count, 5u);
   EXPECT_EQ(tx.latency.cumulative.back(), 5u);
   EXPECT_GT(tx.latency.sum_seconds, 0.0);
+  EXPECT_EQ(tx.post_latency.count, 5u);
+  EXPECT_EQ(tx.post_latency.cumulative.back(), 5u);
+  EXPECT_GT(tx.post_latency.sum_seconds, 0.0);
+  // Posted before completed: no request's post latency can exceed its whole latency.
+  EXPECT_LE(tx.post_latency.sum_seconds, tx.latency.sum_seconds);
   EXPECT_EQ(tx.in_flight, 0u);
+  EXPECT_EQ(tx.queue_depth, 0u);
+  EXPECT_EQ(tx.peers_known, 1u);
+  EXPECT_EQ(tx.peers_lost, 0u);
+  // One peer, labelled (metrics_peer_labels is 16), and an empty `other`.
+  ASSERT_EQ(tx.peers.size(), 2u);
+  EXPECT_EQ(tx.peers[0].peer, p.rx->main_address().instance_id());
+  EXPECT_EQ(tx.peers[0].requests.ok, 5u);
+  EXPECT_EQ(tx.peers[0].requests.bytes_ok, bytes + 100);
+  EXPECT_TRUE(tx.peers[1].other);
+  EXPECT_EQ(tx.peers[1].requests.ok, 0u);
   EXPECT_EQ(tx.registrations, 1u);
   EXPECT_EQ(tx.registered_bytes, p.src.size());
 
@@ -118,6 +134,30 @@ TEST(EngineMetrics, AFailedRequestIsCountedAsFailed) {
   EXPECT_EQ(m.requests[kSingle].failed, 1u);
   EXPECT_EQ(m.requests[kSingle].ok, 0u);
   EXPECT_EQ(m.requests[kSingle].bytes_ok, 0u);
+  EXPECT_EQ(m.queue_depth, 0u);
+  // Its requests expire while it answers nothing, or are refused with an error: lost either way.
+  EXPECT_EQ(m.peers_lost, 1u) << st.to_string();
+  EXPECT_EQ(m.peers_known, 0u);
+}
+
+TEST(EngineMetrics, AFencedPeerIsLostAndKnownAgainOnceResolved) {
+  Pair p = make_engines(true);
+  ASSERT_TRUE(write(p, 64, 1).ok());
+  EngineMetrics m = p.tx->metrics();
+  EXPECT_EQ(m.peers_known, 1u);
+  EXPECT_EQ(m.peers_lost, 0u);
+  ASSERT_TRUE(p.tx->fence_peer(p.rx->main_address()).ok());
+  m = p.tx->metrics();
+  EXPECT_EQ(m.peers_known, 0u);
+  EXPECT_EQ(m.peers_lost, 1u);
+  EXPECT_EQ(m.peers_fenced, 1u);
+  // tcp reconnects on a later contact: the peer is resolved, and known, again.
+  ASSERT_TRUE(write(p, 64, 1).ok());
+  m = p.tx->metrics();
+  EXPECT_EQ(m.peers_known, 1u);
+  EXPECT_EQ(m.peers_lost, 1u);
+  ASSERT_EQ(m.peers.size(), 2u);  // the same label as before the fence
+  EXPECT_EQ(m.peers[0].requests.ok, 2u);
 }
 
 TEST(EngineMetrics, OffCountsNoRequests) {
@@ -126,7 +166,10 @@ TEST(EngineMetrics, OffCountsNoRequests) {
   const EngineMetrics m = p.tx->metrics();
   EXPECT_EQ(m.requests[kSingle].ok, 0u);
   EXPECT_EQ(m.latency.count, 0u);
+  EXPECT_EQ(m.post_latency.count, 0u);
+  EXPECT_EQ(m.peers.at(0).requests.ok, 0u);
   EXPECT_EQ(m.registrations, 1u);  // gauges are kept either way
+  EXPECT_EQ(m.peers_known, 1u);
 }
 
 TEST(EngineMetrics, LatencyBoundsDoubleFromOneMicrosecondToInfinity) {
