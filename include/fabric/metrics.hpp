@@ -55,6 +55,11 @@ struct EngineMetrics {
   std::vector<PeerCounts> peers;
   std::uint64_t in_flight = 0;           // accepted, not yet reported
   std::uint64_t queue_depth = 0;         // accepted, not every operation posted yet
+  // Requests already reported (expired: request_timeout) whose operations the engine still
+  // holds, posted to the provider or queued, until the provider gives them back. One that
+  // stays up means the provider keeps them (shm after a peer died with a WRITE outstanding,
+  // docs/reliability.md): kill a shm peer only once this is 0.
+  std::uint64_t held_after_report = 0;
   std::uint64_t peers_known = 0;         // peers resolved, not since fenced or found gone
   std::uint64_t peers_lost = 0;          // known peers found gone or fenced
   std::uint64_t registrations = 0;       // live registrations (reg_mr minus dereg_mr)

@@ -345,8 +345,9 @@ class Engine:
         post_on_submit: bool = False,
         thread_cpus: str = "",
         record_post_timings: bool = False,
+        metrics_peer_labels: int = 16,
     ) -> None:
-        """Opens the provider's Domains and starts the worker and callback threads. provider: "shm", "tcp", "sockets", "udp", "efa", "auto" or any libfabric provider string. backend: "libfabric" or "verbs" (RC NICs; verbs_device picks one, empty: every active port). thread_cpus (cpulist, "2-3"): where every thread of the engine runs; empty: FABRIC_CPUS, else the process's CPUs, never the creating thread's mask. record_post_timings: stamp each request on its way to the NIC (take_post_timings()). Raises NotFoundError or UnsupportedError if the provider cannot be used."""
+        """Opens the provider's Domains and starts the worker and callback threads. provider: "shm", "tcp", "sockets", "udp", "efa", "auto" or any libfabric provider string. backend: "libfabric" or "verbs" (RC NICs; verbs_device picks one, empty: every active port). thread_cpus (cpulist, "2-3"): where every thread of the engine runs; empty: FABRIC_CPUS, else the process's CPUs, never the creating thread's mask. record_post_timings: stamp each request on its way to the NIC (take_post_timings()). metrics_peer_labels: peers counted under a peer label of their own in metrics(), the first resolved; the rest count as 'other' (0..1024). Raises NotFoundError or UnsupportedError if the provider cannot be used."""
 
     @property
     def main_address(self) -> NetAddr:
@@ -402,7 +403,7 @@ class Engine:
         """Opens the channel `name`: callback(message: memoryview, sender: NetAddr) runs on the callback thread for each message sent to it (the memoryview is valid only during the call); channel.send(sender, ...) answers. max_message_size 0: the most the engine's max_message_size leaves after the channel header. InvalidArgumentError naming the channel when it is open already."""
 
     def metrics(self) -> dict[str, Any]:
-        """A snapshot of what the engine has done, as a dict: requests (per kind: ok, failed, bytes_ok), latency (buckets as (upper bound in s, cumulative count), count, sum_seconds; submit to completion), in_flight, registrations, registered_bytes, imms_received, messages_received, messages_unrouted, peers_fenced. fabric_lib.metrics exports it to Prometheus."""
+        """A snapshot of what the engine has done, as a dict: requests (per kind: ok, failed, bytes_ok), peers (a list of the same per labelled peer, 'peer' its instance id in hex or 'other'; scatters and barriers not included), latency (buckets as (upper bound in s, cumulative count), count, sum_seconds; submit to completion), post_latency (the same, submit to last operation posted), in_flight, queue_depth, held_after_report, peers_known, peers_lost, registrations, registered_bytes, imms_received, messages_received, messages_unrouted, peers_fenced. fabric_lib.metrics exports it to Prometheus."""
 
     def fence_peer(self, peer: NetAddr) -> None:
         """Once it returns, no WRITE or SEND from `peer` lands here any more, not even one it posted before, and operations to it fail (docs/api.md, "Fencing a peer"). UnsupportedError where the provider cannot stop a peer's writes (shm)."""

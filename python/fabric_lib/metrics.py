@@ -9,9 +9,15 @@ Families (label ``engine`` is the engine's instance id, one value per engine of 
 
 - ``fabric_requests_total{kind, outcome}``: requests reported, ``outcome`` ok or failed;
 - ``fabric_bytes_total{kind}``: payload of the requests that completed ok;
+- ``fabric_peer_requests_total{peer, outcome}``, ``fabric_peer_bytes_total{peer}``: the same
+  per peer (single-peer kinds), ``peer`` the peer engine's instance id for the first
+  ``metrics_peer_labels`` peers, ``other`` for the rest;
 - ``fabric_request_latency_seconds``: submit to completion, all kinds (histogram);
-- ``fabric_in_flight_requests``, ``fabric_registrations``, ``fabric_registered_bytes`` (gauges);
-- ``fabric_imms_received_total``, ``fabric_messages_received_total``,
+- ``fabric_post_latency_seconds``: submit to the last operation posted (histogram);
+- ``fabric_in_flight_requests``, ``fabric_queued_requests``, ``fabric_held_requests``,
+  ``fabric_peers_known``,
+  ``fabric_registrations``, ``fabric_registered_bytes`` (gauges);
+- ``fabric_peers_lost_total``, ``fabric_imms_received_total``, ``fabric_messages_received_total``,
   ``fabric_messages_unrouted_total``, ``fabric_peers_fenced_total``.
 
 ``register_workload(workload, name)`` adds a weights Trainer or Receiver (``fabric_weights_*``)
@@ -74,14 +80,40 @@ class EngineCollector(Collector):
         payload = CounterMetricFamily(
             "fabric_bytes", "Payload of the requests that completed ok", labels=["engine", "kind"]
         )
-        latency = HistogramMetricFamily(
-            "fabric_request_latency_seconds",
-            "Submit to completion reported, every kind",
-            labels=["engine"],
+        peer_requests = CounterMetricFamily(
+            "fabric_peer_requests",
+            "Single-peer requests reported, by peer (the first metrics_peer_labels, then other)",
+            labels=["engine", "peer", "outcome"],
         )
+        peer_payload = CounterMetricFamily(
+            "fabric_peer_bytes",
+            "Payload of the single-peer requests that completed ok, by peer",
+            labels=["engine", "peer"],
+        )
+        histograms = {
+            "latency": HistogramMetricFamily(
+                "fabric_request_latency_seconds", "Submit to completion reported, every kind", labels=["engine"]
+            ),
+            "post_latency": HistogramMetricFamily(
+                "fabric_post_latency_seconds",
+                "Submit to the request's last operation taken by the provider, every kind",
+                labels=["engine"],
+            ),
+        }
         gauges = {
             "in_flight": GaugeMetricFamily(
                 "fabric_in_flight_requests", "Requests accepted and not yet reported", labels=["engine"]
+            ),
+            "queue_depth": GaugeMetricFamily(
+                "fabric_queued_requests", "Requests accepted with operations not yet posted", labels=["engine"]
+            ),
+            "held_after_report": GaugeMetricFamily(
+                "fabric_held_requests",
+                "Requests reported (expired) whose operations the provider still holds",
+                labels=["engine"],
+            ),
+            "peers_known": GaugeMetricFamily(
+                "fabric_peers_known", "Peers resolved, not since fenced or found gone", labels=["engine"]
             ),
             "registrations": GaugeMetricFamily(
                 "fabric_registrations", "Live memory registrations", labels=["engine"]
@@ -91,6 +123,9 @@ class EngineCollector(Collector):
             ),
         }
         counters = {
+            "peers_lost": CounterMetricFamily(
+                "fabric_peers_lost", "Known peers found gone or fenced", labels=["engine"]
+            ),
             "imms_received": CounterMetricFamily(
                 "fabric_imms_received", "WRITE-with-immediate arrivals counted", labels=["engine"]
             ),
@@ -111,16 +146,23 @@ class EngineCollector(Collector):
                 requests.add_metric([name, kind, "ok"], c["ok"])
                 requests.add_metric([name, kind, "failed"], c["failed"])
                 payload.add_metric([name, kind], c["bytes_ok"])
-            lat = m["latency"]
-            buckets = [(_bound(b), n) for b, n in lat["buckets"]]
-            latency.add_metric([name], buckets, sum_value=lat["sum_seconds"])
+            for p in m["peers"]:
+                peer_requests.add_metric([name, p["peer"], "ok"], p["ok"])
+                peer_requests.add_metric([name, p["peer"], "failed"], p["failed"])
+                peer_payload.add_metric([name, p["peer"]], p["bytes_ok"])
+            for key, family in histograms.items():
+                h = m[key]
+                buckets = [(_bound(b), n) for b, n in h["buckets"]]
+                family.add_metric([name], buckets, sum_value=h["sum_seconds"])
             for key, family in gauges.items():
                 family.add_metric([name], m[key])
             for key, family in counters.items():
                 family.add_metric([name], m[key])
         yield requests
         yield payload
-        yield latency
+        yield peer_requests
+        yield peer_payload
+        yield from histograms.values()
         yield from gauges.values()
         yield from counters.values()
 

@@ -37,13 +37,15 @@ void bind_engine(py::module_& m) {
            py::arg("verbs_device") = d.verbs.device, py::arg("groups") = py::none(),
            py::arg("host_group") = d.host_group, py::arg("post_on_submit") = d.post_on_submit,
            py::arg("thread_cpus") = "", py::arg("record_post_timings") = d.record_post_timings,
+           py::arg("metrics_peer_labels") = d.metrics_peer_labels,
            "Opens the provider's Domains and starts the worker and callback threads. provider: "
            "\"shm\", \"tcp\", \"sockets\", \"udp\", \"efa\", \"auto\" or any libfabric provider "
            "string. backend: \"libfabric\" or \"verbs\" (RC NICs; verbs_device picks one, empty: "
            "every active port). thread_cpus (cpulist, \"2-3\"): where every thread of the engine "
            "runs; empty: FABRIC_CPUS, else the process's CPUs, never the creating thread's mask. "
            "record_post_timings: stamp each request on its way to the NIC "
-           "(take_post_timings()). "
+           "(take_post_timings()). metrics_peer_labels: peers counted under a peer label of "
+           "their own in metrics(), the first resolved; the rest count as 'other' (0..1024). "
            "Raises NotFoundError or UnsupportedError if the provider cannot be used.")
       .def_property_readonly(
           "main_address", [](const PyEngine& e) { return e.address(); },

@@ -69,7 +69,8 @@ std::unique_ptr<PyEngine> make_engine(
     bool busy_poll, std::optional<bool> delivery_complete, std::int64_t idle_spin_us,
     std::int64_t idle_yield_us, std::int64_t idle_sleep_us, const std::string& backend,
     const std::string& verbs_device, std::optional<std::int64_t> groups, std::int64_t host_group,
-    bool post_on_submit, const std::string& thread_cpus, bool record_post_timings) {
+    bool post_on_submit, const std::string& thread_cpus, bool record_post_timings,
+    std::int64_t metrics_peer_labels) {
   EngineConfig c;
   if (!thread_cpus.empty()) c.thread_cpus = take(CpuSet::parse(thread_cpus));
   if (groups) c.groups.assign(to_u32(*groups, "groups"), GroupConfig{});
@@ -92,6 +93,7 @@ std::unique_ptr<PyEngine> make_engine(
   c.busy_poll = busy_poll;
   c.post_on_submit = post_on_submit;
   c.record_post_timings = record_post_timings;
+  c.metrics_peer_labels = to_u32(metrics_peer_labels, "metrics_peer_labels");
   c.delivery_complete = delivery_complete;
   c.idle_spin = Us(to_offset(idle_spin_us, "idle_spin_us"));
   c.idle_yield = Us(to_offset(idle_yield_us, "idle_yield_us"));

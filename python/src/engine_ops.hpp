@@ -26,7 +26,8 @@ std::unique_ptr<PyEngine> make_engine(
     bool busy_poll, std::optional<bool> delivery_complete, std::int64_t idle_spin_us,
     std::int64_t idle_yield_us, std::int64_t idle_sleep_us, const std::string& backend,
     const std::string& verbs_device, std::optional<std::int64_t> groups, std::int64_t host_group,
-    bool post_on_submit, const std::string& thread_cpus, bool record_post_timings);
+    bool post_on_submit, const std::string& thread_cpus, bool record_post_timings,
+    std::int64_t metrics_peer_labels);
 
 pybind11::tuple reg_mr(PyEngine& self, MemoryArg obj, std::optional<std::int64_t> length,
                        DeviceArg device, pybind11::object owner, bool remote_read,

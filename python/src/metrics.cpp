@@ -3,6 +3,8 @@
 
 #include <pybind11/pybind11.h>
 
+#include <cinttypes>
+#include <cstdio>
 #include <string>
 
 #include "engine.hpp"
@@ -14,28 +16,57 @@ namespace fabric::python {
 
 namespace {
 
+py::dict counts(const RequestCounts& c) {
+  py::dict one;
+  one["ok"] = c.ok;
+  one["failed"] = c.failed;
+  one["bytes_ok"] = c.bytes_ok;
+  return one;
+}
+
+py::dict histogram(const LatencyHistogram& h) {
+  py::list buckets;
+  for (std::size_t b = 0; b < kLatencyBuckets; ++b) {
+    buckets.append(py::make_tuple(latency_bucket_bound_seconds(b), h.cumulative[b]));
+  }
+  py::dict out;
+  out["buckets"] = std::move(buckets);
+  out["count"] = h.count;
+  out["sum_seconds"] = h.sum_seconds;
+  return out;
+}
+
+// The peer's instance id as fabric_lib.metrics.register() names an engine by default, so the
+// two labels join.
+std::string peer_label(const PeerCounts& p) {
+  if (p.other) return "other";
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016" PRIx64, p.peer);
+  return hex;
+}
+
 py::dict metrics(PyEngine& self) {
   const EngineMetrics m = self.call_released([](TransferEngine& e) { return e.metrics(); });
   py::dict requests;
   for (std::size_t k = 0; k < kRequestKinds; ++k) {
-    py::dict one;
-    one["ok"] = m.requests[k].ok;
-    one["failed"] = m.requests[k].failed;
-    one["bytes_ok"] = m.requests[k].bytes_ok;
-    requests[py::str(std::string(request_kind_name(k)))] = std::move(one);
+    requests[py::str(std::string(request_kind_name(k)))] = counts(m.requests[k]);
   }
-  py::list buckets;
-  for (std::size_t b = 0; b < kLatencyBuckets; ++b) {
-    buckets.append(py::make_tuple(latency_bucket_bound_seconds(b), m.latency.cumulative[b]));
+  py::list peers;
+  for (const PeerCounts& p : m.peers) {
+    py::dict one = counts(p.requests);
+    one["peer"] = peer_label(p);
+    peers.append(std::move(one));
   }
-  py::dict latency;
-  latency["buckets"] = std::move(buckets);
-  latency["count"] = m.latency.count;
-  latency["sum_seconds"] = m.latency.sum_seconds;
   py::dict out;
   out["requests"] = std::move(requests);
-  out["latency"] = std::move(latency);
+  out["peers"] = std::move(peers);
+  out["latency"] = histogram(m.latency);
+  out["post_latency"] = histogram(m.post_latency);
   out["in_flight"] = m.in_flight;
+  out["queue_depth"] = m.queue_depth;
+  out["held_after_report"] = m.held_after_report;
+  out["peers_known"] = m.peers_known;
+  out["peers_lost"] = m.peers_lost;
   out["registrations"] = m.registrations;
   out["registered_bytes"] = m.registered_bytes;
   out["imms_received"] = m.imms_received;
@@ -51,10 +82,14 @@ void bind_metrics(py::module_& m) {
   auto engine = py::reinterpret_borrow<py::class_<PyEngine>>(m.attr("Engine"));
   engine.def("metrics", &metrics,
              "A snapshot of what the engine has done, as a dict: requests (per kind: ok, failed, "
-             "bytes_ok), latency (buckets as (upper bound in s, cumulative count), count, "
-             "sum_seconds; submit to completion), in_flight, registrations, registered_bytes, "
-             "imms_received, messages_received, messages_unrouted, peers_fenced. fabric_lib.metrics exports it to "
-             "Prometheus.");
+             "bytes_ok), peers (a list of the same per labelled peer, 'peer' its instance id in "
+             "hex or 'other'; scatters and barriers not included), latency (buckets as (upper "
+             "bound in s, cumulative count), count, sum_seconds; submit to completion), "
+             "post_latency (the same, submit to last operation posted), in_flight, queue_depth, "
+             "held_after_report, "
+             "peers_known, peers_lost, registrations, registered_bytes, imms_received, "
+             "messages_received, messages_unrouted, peers_fenced. fabric_lib.metrics exports it "
+             "to Prometheus.");
 }
 
 }  // namespace fabric::python

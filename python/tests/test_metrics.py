@@ -55,6 +55,51 @@ def test_scraped_counts_equal_the_traffic_sent() -> None:
         assert got[("fabric_registered_bytes", engine)] == src.nbytes
         assert got[("fabric_in_flight_requests", engine)] == 0
         assert got[("fabric_imms_received_total", (("engine", "rx"),))] == len(SIZES)
+        assert got[("fabric_post_latency_seconds_count", engine)] == len(SIZES)
+        assert got[("fabric_post_latency_seconds_bucket", inf)] == len(SIZES)
+        assert got[("fabric_queued_requests", engine)] == 0
+        assert got[("fabric_held_requests", engine)] == 0
+        assert got[("fabric_peers_known", engine)] == 1
+        assert got[("fabric_peers_lost_total", engine)] == 0
+        peer = f"{rx.main_address.instance_id:016x}"
+        peer_ok = tuple(sorted((("engine", name), ("peer", peer), ("outcome", "ok"))))
+        assert got[("fabric_peer_requests_total", peer_ok)] == len(SIZES)
+        peer_bytes = tuple(sorted((("engine", name), ("peer", peer))))
+        assert got[("fabric_peer_bytes_total", peer_bytes)] == sum(SIZES)
+        other_bytes = tuple(sorted((("engine", name), ("peer", "other"))))
+        assert got[("fabric_peer_bytes_total", other_bytes)] == 0
+
+
+def test_peers_past_the_labelled_ones_scrape_as_other() -> None:
+    labelled = 2
+    sizes = [100, 200, 300, 400]  # one peer each, written in this order
+    registry = CollectorRegistry()
+    with fl.Engine("shm", metrics_peer_labels=labelled) as tx:
+        src = np.ones(4096, np.uint8)
+        src_h, _ = tx.reg_mr(src)
+        peers = [fl.Engine("shm") for _ in sizes]
+        try:
+            dsts = [np.zeros(4096, np.uint8) for _ in sizes]
+            for peer, dst, n in zip(peers, dsts, sizes):
+                _, desc = peer.reg_mr(dst)
+                tx.single_write(src_h, desc, n).wait(60)
+            fm.register(tx, "tx", registry=registry)
+            got = _families(registry)
+            ids = [f"{p.main_address.instance_id:016x}" for p in peers]
+        finally:
+            for peer in peers:
+                peer.stop()
+    values = {dict(labels)["peer"]: v for (n, labels), v in got.items() if n == "fabric_peer_bytes_total"}
+    assert values == {ids[0]: sizes[0], ids[1]: sizes[1], "other": sizes[2] + sizes[3]}
+    assert len(values) == labelled + 1
+    oks = [v for (n, labels), v in got.items() if n == "fabric_peer_requests_total" and ("outcome", "ok") in labels]
+    assert sum(oks) == len(sizes)
+    assert got[("fabric_peers_known", (("engine", "tx"),))] == len(sizes)
+
+
+def test_too_many_peer_labels_is_refused() -> None:
+    with pytest.raises(fl.InvalidArgumentError, match="metrics_peer_labels"):
+        fl.Engine("shm", metrics_peer_labels=1025)
 
 
 def test_a_port_in_use_is_a_clear_error() -> None:

@@ -119,6 +119,14 @@ void RequestMetrics::record(const Op& op, std::uint64_t now_ns) noexcept {
   if (op.submitted_ns != 0 && now_ns >= op.submitted_ns) latency_.add(now_ns - op.submitted_ns);
 }
 
+void RequestMetrics::held(bool now_held) noexcept {
+  if (now_held) {
+    held_.fetch_add(1, kRelaxed);
+  } else {
+    held_.fetch_sub(1, kRelaxed);
+  }
+}
+
 void RequestMetrics::add_to(EngineMetrics& out, std::uint64_t outstanding) const noexcept {
   for (std::size_t i = 0; i < kRequestKinds; ++i) {
     out.requests[i].ok += kinds_[i].ok.load(kRelaxed);
@@ -136,6 +144,7 @@ void RequestMetrics::add_to(EngineMetrics& out, std::uint64_t outstanding) const
   // posted or reported in between (never below 0); at rest it is exact.
   const std::uint64_t posted = posted_unreported_.load(kRelaxed);
   out.queue_depth += outstanding > posted ? outstanding - posted : 0;
+  out.held_after_report += held_.load(kRelaxed);
 }
 
 void EngineCounters::add_to(EngineMetrics& out) const noexcept {

@@ -36,6 +36,9 @@ class RequestMetrics {
   // A request reported to its caller: its kind, peer, payload, outcome and submit time (0:
   // unknown).
   void record(const Op& op, std::uint64_t now_ns) noexcept;
+  // A request reported (expired) before the provider or the queue gave its operations back,
+  // and such a request's end once they are back: EngineMetrics::held_after_report.
+  void held(bool now_held) noexcept;
   // `outstanding`: the worker's requests accepted and not yet reported.
   void add_to(EngineMetrics& out, std::uint64_t outstanding) const noexcept;
 
@@ -50,6 +53,7 @@ class RequestMetrics {
   LatencyCounts post_latency_;
   // Requests fully posted and not yet reported: the rest of the outstanding ones are queued.
   std::atomic<std::uint64_t> posted_unreported_{0};
+  std::atomic<std::uint64_t> held_{0};
   const std::uint32_t peer_slots_;
   std::unique_ptr<Kind[]> peers_;  // by PeerIndex slot
 };

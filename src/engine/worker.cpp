@@ -480,6 +480,8 @@ void Worker::deliver(Op* op) {
 }
 
 void Worker::finish(Op* op) {
+  // Reported before now: expire_stalled gave up on it while its operations were still out.
+  if (op->delivered && config_.metrics) request_metrics_.held(false);
   deliver(op);
   if (op->src) registrar_.release_use(*op->src);
   if (op->kind == OpKind::send && op->send.slot >= 0 && staging_) {
@@ -552,6 +554,7 @@ void Worker::expire_stalled(Clock::time_point now) {
       // Posted operations still belong to the provider: report now, free the
       // op when the last of them completes (or at stop()).
       deliver(op);
+      if (config_.metrics) request_metrics_.held(true);
     }
   }
 }

@@ -143,6 +143,37 @@ TEST_F(EngineMetricsOnFakeDomains, HeldRequestsAreTheQueueAndTheirSilentPeerIsLo
   EXPECT_EQ(m.latency.count, std::uint64_t{kServed + kHeld});
   EXPECT_EQ(m.peers_lost, 1u);
   EXPECT_EQ(m.peers_known, 1u);
+  // Never posted, so nothing of them stays with the provider once the queue lets them go.
+  m = metrics_when(*a.engine, [](const EngineMetrics& x) { return x.held_after_report == 0; });
+  EXPECT_EQ(m.held_after_report, 0u);
+}
+
+TEST_F(EngineMetricsOnFakeDomains, AnExpiredWriteTheProviderKeepsIsHeldAfterItsReport) {
+  request_timeout_ = 200ms;
+  Node& b = add_node();
+  ASSERT_TRUE(b.engine);
+  options_.faults.drop_write_nth = 1;  // a's first WRITE never completes; the others to b do
+  Node& a = add_node();
+  ASSERT_TRUE(a.engine);
+  EXPECT_EQ(a.engine->metrics().held_after_report, 0u);
+
+  auto held = write(a, b, 4096);
+  // b completes a's other WRITEs meanwhile: only the bound on a request the provider holds
+  // (6 x request_timeout) ends the first one.
+  const auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (!held->done() && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_TRUE(write(a, b, 64)->wait(kWait).ok());
+  }
+  ASSERT_EQ(held->wait(kWait).code(), Errc::timeout);
+  EngineMetrics m = a.engine->metrics();
+  EXPECT_EQ(m.held_after_report, 1u) << "reported, yet its WRITE is still the provider's";
+  EXPECT_EQ(m.in_flight, 0u);
+  // A request that completes comes and goes without being held.
+  ASSERT_TRUE(write(a, b, 64)->wait(kWait).ok());
+  EXPECT_EQ(a.engine->metrics().held_after_report, 1u);
+  // stop() fails what the provider never gave back: nothing is held after it.
+  a.engine->stop();
+  EXPECT_EQ(a.engine->metrics().held_after_report, 0u);
 }
 
 TEST_F(EngineMetricsOnFakeDomains, APeerWhosePostIsRefusedWithAnErrorIsLost) {
