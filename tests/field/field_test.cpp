@@ -54,6 +54,12 @@ std::shared_ptr<Incarnation> Restarter::start() {
              << " requests still outstanding " << ms(kRequestTimeout + kMargin)
              << " ms after traffic moved to its successor";
     }
+    // A request to it that expired (a starved peer, under load) was reported while its WRITE
+    // stayed with the provider: killing the peer now would strand that WRITE for good.
+    if (old && kill && provider_ == "shm" && !traffic_.wait_released(kWait)) {
+      kill = false;
+      ++lives_.kills_spared;
+    }
     if (old && kill) old->kill();
   } else {
     // Killed while requests to it are in flight, and found dead by the traffic still aimed at it.

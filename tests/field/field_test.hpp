@@ -44,6 +44,9 @@ std::int64_t ms(Clock::duration d);
 struct Lives {
   std::uint64_t killed = 0;
   std::uint64_t quit = 0;
+  // shm kills turned into quits: a request to the peer had expired and the provider still held
+  // its WRITE past the bound (a kill then would stop shm's later completions).
+  std::uint64_t kills_spared = 0;
   std::uint64_t ok = 0;
   std::uint64_t failed = 0;
   std::uint64_t wrong = 0;
@@ -61,8 +64,10 @@ class Restarter {
   // A started, not yet connected incarnation (call from the test's main thread).
   std::shared_ptr<Incarnation> start();
   // Puts `next` (connected) in `slot` and ends the slot's previous peer: SIGKILL when `kill`,
-  // else a clean quit. On tcp a kill lands under traffic; on shm the slot is drained first
-  // (a peer killed with a WRITE outstanding stops shm's later completions: libfabric#9853).
+  // else a clean quit. On tcp a kill lands under traffic; on shm the slot is drained first, and
+  // the engine must hold nothing of requests it already reported (an expired request's WRITE
+  // may still be in the provider): a peer killed with a WRITE outstanding stops shm's later
+  // completions (libfabric#9853). Where the provider keeps one past the bound, the peer quits.
   ::testing::AssertionResult restart(std::size_t slot, std::shared_ptr<Incarnation> next, bool kill);
   // Retires the incarnations whose requests have all completed; with `all`, waits (bounded by
   // request_timeout + margin each) for the rest. False when one never settled.

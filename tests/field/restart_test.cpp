@@ -55,11 +55,13 @@ TEST_P(PeerRestart, AHundredRestartsUnderTrafficLandOrFailAndLeakNothing) {
     ASSERT_TRUE(current->quit());
     ASSERT_TRUE(restarter.settle(true));
     const Lives& lives = restarter.lives();
-    std::printf("[field] restart/%s: %d restarts (%llu SIGKILL, %llu clean) in %lld ms; %llu "
+    std::printf("[field] restart/%s: %d restarts (%llu SIGKILL, %llu clean, %llu of them spared a "
+                "kill: a WRITE the provider held) in %lld ms; %llu "
                 "requests ok, %llu failed (all to a killed peer), %llu wrong; survivor VmRSS %ld "
                 "KiB after %d restarts, %ld KiB after %d (%+ld KiB), fds %ld -> %ld\n",
                 provider().c_str(), kRestarts, static_cast<unsigned long long>(lives.killed),
-                static_cast<unsigned long long>(lives.quit), static_cast<long long>(ms(took)),
+                static_cast<unsigned long long>(lives.quit),
+                static_cast<unsigned long long>(lives.kills_spared), static_cast<long long>(ms(took)),
                 static_cast<unsigned long long>(lives.ok + current->ok.load()),
                 static_cast<unsigned long long>(lives.failed + current->failed.load()),
                 static_cast<unsigned long long>(lives.wrong + current->wrong()), rss_warm,

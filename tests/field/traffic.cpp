@@ -115,6 +115,16 @@ bool Traffic::wait_idle(const Incarnation& peer, std::chrono::milliseconds bound
   return changed_.wait_for(lock, bound, [&] { return peer.outstanding.load() == 0; });
 }
 
+bool Traffic::wait_released(std::chrono::milliseconds bound) {
+  // Nothing signals the provider giving operations back: polled, bounded.
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  while (engine_.metrics().held_after_report != 0) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
 std::string Traffic::first_refusal() {
   std::lock_guard lock(mutex_);
   return first_refusal_;

@@ -59,6 +59,9 @@ class Traffic {
   bool wait_ok(const Incarnation& peer, std::uint64_t n, std::chrono::milliseconds bound);
   // Until `peer` has nothing outstanding (bounded).
   bool wait_idle(const Incarnation& peer, std::chrono::milliseconds bound);
+  // Until the engine holds no operation of a request it already reported (an expired request
+  // whose WRITE the provider still has: EngineMetrics::held_after_report), bounded.
+  bool wait_released(std::chrono::milliseconds bound);
 
   [[nodiscard]] const KindTally& tally(Kind kind) const {
     return tally_[static_cast<std::size_t>(kind)];
