@@ -45,6 +45,28 @@ __all__ = ["EngineCollector", "MetricsServer", "register", "register_workload", 
            "unregister_workload"]
 
 
+# One series per engine each: (metrics() key, family name, help).
+_ENGINE_GAUGES = (
+    ("in_flight", "fabric_in_flight_requests", "Requests accepted and not yet reported"),
+    ("queue_depth", "fabric_queued_requests", "Requests accepted with operations not yet posted"),
+    (
+        "held_after_report",
+        "fabric_held_requests",
+        "Requests reported (expired) whose operations the provider still holds",
+    ),
+    ("peers_known", "fabric_peers_known", "Peers resolved, not since fenced or found gone"),
+    ("registrations", "fabric_registrations", "Live memory registrations"),
+    ("registered_bytes", "fabric_registered_bytes", "Bytes of the live registrations"),
+)
+_ENGINE_COUNTERS = (
+    ("peers_lost", "fabric_peers_lost", "Known peers found gone or fenced"),
+    ("imms_received", "fabric_imms_received", "WRITE-with-immediate arrivals counted"),
+    ("messages_received", "fabric_messages_received", "Messages handed to receive callbacks"),
+    ("messages_unrouted", "fabric_messages_unrouted", "Channel messages for no channel open here, dropped"),
+    ("peers_fenced", "fabric_peers_fenced", "Peers fenced (fence_peer)"),
+)
+
+
 class EngineCollector(Collector):
     """Reads every registered engine's metrics() at each scrape. Stopped or collected engines
     drop out by themselves (weak references), so registering never keeps an engine alive."""
@@ -100,47 +122,8 @@ class EngineCollector(Collector):
                 labels=["engine"],
             ),
         }
-        gauges = {
-            "in_flight": GaugeMetricFamily(
-                "fabric_in_flight_requests", "Requests accepted and not yet reported", labels=["engine"]
-            ),
-            "queue_depth": GaugeMetricFamily(
-                "fabric_queued_requests", "Requests accepted with operations not yet posted", labels=["engine"]
-            ),
-            "held_after_report": GaugeMetricFamily(
-                "fabric_held_requests",
-                "Requests reported (expired) whose operations the provider still holds",
-                labels=["engine"],
-            ),
-            "peers_known": GaugeMetricFamily(
-                "fabric_peers_known", "Peers resolved, not since fenced or found gone", labels=["engine"]
-            ),
-            "registrations": GaugeMetricFamily(
-                "fabric_registrations", "Live memory registrations", labels=["engine"]
-            ),
-            "registered_bytes": GaugeMetricFamily(
-                "fabric_registered_bytes", "Bytes of the live registrations", labels=["engine"]
-            ),
-        }
-        counters = {
-            "peers_lost": CounterMetricFamily(
-                "fabric_peers_lost", "Known peers found gone or fenced", labels=["engine"]
-            ),
-            "imms_received": CounterMetricFamily(
-                "fabric_imms_received", "WRITE-with-immediate arrivals counted", labels=["engine"]
-            ),
-            "messages_received": CounterMetricFamily(
-                "fabric_messages_received", "Messages handed to receive callbacks", labels=["engine"]
-            ),
-            "messages_unrouted": CounterMetricFamily(
-                "fabric_messages_unrouted",
-                "Channel messages for no channel open here, dropped",
-                labels=["engine"],
-            ),
-            "peers_fenced": CounterMetricFamily(
-                "fabric_peers_fenced", "Peers fenced (fence_peer)", labels=["engine"]
-            ),
-        }
+        gauges = {key: GaugeMetricFamily(n, h, labels=["engine"]) for key, n, h in _ENGINE_GAUGES}
+        counters = {key: CounterMetricFamily(n, h, labels=["engine"]) for key, n, h in _ENGINE_COUNTERS}
         for name, m in snapshots:
             for kind, c in m["requests"].items():
                 requests.add_metric([name, kind, "ok"], c["ok"])
