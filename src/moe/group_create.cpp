@@ -13,8 +13,7 @@ MoeGroup::MoeGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 MoeGroup::~MoeGroup() {
   if (!impl_) return;
   auto& m = *impl_;
-  // Let WRITEs that read the arena finish before it is unmapped (bounded).
-  (void)m.done->wait(m.submitted, m.config.timeout);
+  m.leave();
   for (std::size_t i = 0; i < m.counters.size(); ++i)
     if (m.counters[i]) (void)m.engine->release_imm_counter(m.counters[i]->imm());
   if (m.reg.handle.valid()) (void)m.engine->dereg_mr(m.reg.handle);

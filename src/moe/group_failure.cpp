@@ -46,7 +46,7 @@ Status MoeGroup::Impl::fail_naming(const std::string& what, std::vector<std::uin
   for (const auto p : peers) {
     if (std::find(ranks.begin(), ranks.end(), p) != ranks.end()) continue;
     for (const auto r : ranks)
-      (void)engine->submit_imm(imm(ImmKind::abort, r), descs[p], notices);
+      if (engine->submit_imm(imm(ImmKind::abort, r), descs[p], notices).ok()) ++notices_submitted;
   }
   return fail({Errc::timeout, text}, std::move(ranks));
 }
@@ -62,8 +62,11 @@ Status MoeGroup::error() const {
 
 std::uint64_t MoeGroup::stray_immediates() const {
   std::uint64_t total = 0;
-  for (const auto& c : impl_->counters)
-    if (c) total += c->value();
+  // A peer's leave word is not surplus: it may come while this rank still runs (it left first).
+  const std::size_t leave_first = static_cast<std::size_t>(ImmKind::leave) * impl_->n();
+  for (std::size_t i = 0; i < impl_->counters.size(); ++i)
+    if (impl_->counters[i] && (i < leave_first || i >= leave_first + impl_->n()))
+      total += impl_->counters[i]->value();
   return total;
 }
 

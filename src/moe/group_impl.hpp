@@ -60,6 +60,8 @@ struct MoeGroup::Impl {
   std::vector<std::shared_ptr<ImmCounter>> counters;  // [kind * N + source]
   std::shared_ptr<CompletionCounter> done = std::make_shared<CompletionCounter>();
   std::shared_ptr<CompletionCounter> notices = std::make_shared<CompletionCounter>();
+  // Abort notices submitted, awaited on leaving; leave words are not (they read no memory here).
+  std::uint64_t notices_submitted = 0;
   bool barrier_pending = false;  // the last iteration's barrier is not consumed yet
   std::uint64_t submitted = 0;
 
@@ -111,6 +113,8 @@ struct MoeGroup::Impl {
   // The abort protocol (group_failure.cpp).
   std::vector<std::uint32_t> reported_dead();
   Status fail_naming(const std::string& what, std::vector<std::uint32_t> ranks);
+  // The leave handshake before the arena is deregistered (group_leave.cpp).
+  void leave();
 
   // Bounded waits (group_waits.hpp, group_waits.cpp).
   template <typename Ready>

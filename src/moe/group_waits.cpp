@@ -18,6 +18,7 @@ const char* kind_name(ImmKind kind) {
     case ImmKind::combine: return "combine rows";
     case ImmKind::barrier: return "buffer-reuse barrier";
     case ImmKind::abort: return "abort notice";
+    case ImmKind::leave: return "leave notice";
   }
   return "?";
 }

@@ -74,6 +74,17 @@ TEST(MoeFailure, ADeadRankIsNamedByEverySurvivorWhoThenRebuildWithoutIt) {
   expect_survivors_name_the_victim(dying(4, 1, 2));
 }
 
+// On a connected provider the survivors' abort notices to each other, sent as they fail
+// together, must not land after the other side deregistered its arena: tcp answers such a
+// WRITE by closing the connection, and the rebuilt group's first WRITEs over it were lost
+// (its routes never came; ~MoeGroup's leave handshake, docs/moe.md "Leaving a group").
+TEST(MoeFailure, OnTcpTheSurvivorsRebuildOverConnectionsTheirAbortNoticesLeftWhole) {
+  Scenario sc = dying(4, 1, 2);
+  sc.provider = "tcp";
+  sc.rebuild_on_same_engine = true;
+  expect_survivors_name_the_victim(sc);
+}
+
 TEST(MoeFailure, ADeadNodePeerIsNamedByEverySurvivorWhoThenRebuildWithoutIt) {
   expect_survivors_name_the_victim(dying(4, 2, 1));
 }

@@ -96,11 +96,11 @@ TEST(MoeImms, RanksWhoseEnginesHoldDifferentBlocksAgreeOnOneFreeOnAll) {
   auto groups = create_groups(engines, "imms-a-");
   ASSERT_EQ(groups.size(), 3u);
   const std::uint32_t first = groups[0]->imm(ImmKind::routes, 0);
-  const std::uint32_t last = groups[0]->imm(ImmKind::abort, 2);
+  const std::uint32_t last = groups[0]->imm(ImmKind::leave, 2);
   EXPECT_EQ(last - first, kImmKinds * 3 - 1);
   for (const auto& g : groups) {
     EXPECT_EQ(g->imm(ImmKind::routes, 0), first);
-    EXPECT_EQ(g->imm(ImmKind::abort, 2), last);
+    EXPECT_EQ(g->imm(ImmKind::leave, 2), last);
   }
   for (std::uint32_t v = first; v <= last; ++v) {
     EXPECT_FALSE(held1->contains(v) || held2->contains(v)) << v;

@@ -189,27 +189,31 @@ int run_scenario_rank(const Scenario& sc, std::uint32_t rank, Channel& channel) 
   const auto broken = (*group)->broken_ranks();
   std::string named;
   for (const auto r : broken) named += (named.empty() ? "" : ",") + std::to_string(r);
-  // Rebuild without it: a new engine (libfabric 1.17's shm wedges after a
-  // peer died with WRITEs outstanding, docs/reliability.md), ranks renumbered.
+  // Rebuild without it, ranks renumbered: by default on a new engine (libfabric 1.17's shm
+  // wedges after a peer died with WRITEs outstanding, docs/reliability.md).
   group->reset();
-  engine->reset();
   MoeConfig next = config;
   next.world_size = config.world_size - 1;
   next.rank = rank - (static_cast<std::int32_t>(rank) > sc.victim ? 1 : 0);
   next.num_experts = config.num_experts;
-  std::fprintf(stderr, "[moe rank %u] old group and engine released, rebuilding\n", rank);
-  auto engine2 = make_engine(sc, rank);
-  if (!engine2.ok()) {
-    report(channel, "rebuild engine: " + engine2.status().to_string());
-    return 7;
+  if (!sc.rebuild_on_same_engine) {
+    engine->reset();
+    std::fprintf(stderr, "[moe rank %u] old group and engine released, rebuilding\n", rank);
+    engine = make_engine(sc, rank);
+    if (!engine.ok()) {
+      report(channel, "rebuild engine: " + engine.status().to_string());
+      return 7;
+    }
+  } else {
+    std::fprintf(stderr, "[moe rank %u] old group released, rebuilding on the same engine\n", rank);
   }
-  auto rebuilt = MoeGroup::create(**engine2, next, relay_all_gather(channel));
+  auto rebuilt = MoeGroup::create(**engine, next, relay_all_gather(channel));
   if (!rebuilt.ok()) {
     report(channel, "rebuild: " + rebuilt.status().to_string());
     return 7;
   }
   std::fprintf(stderr, "[moe rank %u] rebuilt as rank %u of %u\n", rank, next.rank, next.world_size);
-  auto after = run_iterations(**rebuilt, **engine2, sc, next, 1000, sc.iterations_after_rebuild, -1, 0);
+  auto after = run_iterations(**rebuilt, **engine, sc, next, 1000, sc.iterations_after_rebuild, -1, 0);
   if (after) {
     report(channel, "after rebuild: " + after->text);
     return 8;

@@ -35,6 +35,9 @@ struct Scenario {
   std::int32_t victim = -1;
   std::uint32_t die_at = 0;
   std::uint32_t iterations_after_rebuild = 0;
+  // The survivors rebuild on the engine they already hold, as a process serving other
+  // workloads on it must (not on shm: it wedges after a death, docs/reliability.md).
+  bool rebuild_on_same_engine = false;
 };
 
 struct Failure {

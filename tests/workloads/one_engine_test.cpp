@@ -1,12 +1,13 @@
 // workloads.one_engine: three processes, each with ONE engine shared by KV, weights and MoE
 // running at the same time (plan.hpp). Every byte is checked against a reference in the ranks;
 // here, every count is exact and every immediate an engine received was claimed by exactly the
-// workload it was meant for. With rank 1 SIGKILLed mid-run, the others' requests to it fail in
-// bounded time and their work among themselves carries on, checked the same way.
+// workload it was meant for. With rank 1 SIGKILLed mid-run (tcp), the others' requests to it
+// fail in bounded time and their work among themselves carries on, checked the same way.
 
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <map>
 
 #include "../moe/ranks.hpp"
 #include "../moe/scenario.hpp"
@@ -34,10 +35,8 @@ class OneEngine : public ::testing::TestWithParam<std::string> {
 
 long long value(const moe::test::RankOutcome& o, const std::string& key) { return report_value(o.report, key); }
 
-TEST_P(OneEngine, KvWeightsAndMoeShareEachEngineWithEveryCountExact) {
-  Plan plan;
-  plan.provider = GetParam();
-  const auto out = run(plan);
+// Every rank of a run without a victim did all of its work, every count exact.
+void expect_every_count_exact(const Plan& plan, const std::vector<moe::test::RankOutcome>& out) {
   for (std::uint32_t r = 0; r < kRanks; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
     ASSERT_TRUE(out[r].exit.ok()) << out[r].exit.to_string() << ": " << out[r].report;
@@ -54,21 +53,56 @@ TEST_P(OneEngine, KvWeightsAndMoeShareEachEngineWithEveryCountExact) {
   }
 }
 
-// DISABLED (a recorded expected failure, not a skip). Runs of 2026-12-03 evening, after the
-// survivor's first post-death weights wait was lengthened, the engine stopped letting a
-// refusing peer hold up the pending queue, and a request its provider holds while the peer
-// completes others began to fail (6 x request_timeout): shm passed 2 of 3, tcp 0 of 3.
-// - shm: after rank 1 is SIGKILLed, rank 0's WRITEs to the LIVE rank 2 stall: first held by
-//   libfabric 1.17's shm past every completion to rank 2 (now failed by the engine's bound
-//   instead of hanging), then, in 1 of 3 runs, rank 2 completes nothing for 5 s and the next
-//   version's WRITE fails as to a silent peer (a dead peer's entry in a survivor's shm region,
-//   docs/reliability.md#shm-locks, is the suspect).
-// - tcp: the survivors' MoE group rebuilt on the same engines: rank 2 never counts rank 0's
-//   routes of the first iteration, while rank 0 counts rank 2's; no post was refused (cause
-//   not found; the immediate agreement and the write path are the next suspects).
-// Run it with
-// `tests/workloads/fabric_workloads_tests --gtest_also_run_disabled_tests --gtest_filter='*Killed*'`.
-TEST_P(OneEngine, DISABLED_ARankKilledMidRunFailsTheOthersRequestsToItWhileTheirOwnWorkCarriesOn) {
+TEST_P(OneEngine, KvWeightsAndMoeShareEachEngineWithEveryCountExact) {
+  Plan plan;
+  plan.provider = GetParam();
+  expect_every_count_exact(plan, run(plan));
+}
+
+// The footprint docs/api.md records: the same work with one engine per workload (three per
+// process, as before issue 26) and with one shared engine. Thread counts are exact figures of
+// the library's design (each engine brings its own worker per Domain group and callback
+// thread), so the comparison is asserted; memory is printed, not judged.
+TEST_P(OneEngine, OneSharedEngineRunsTheSameWorkOnFewerThreadsThanOnePerWorkload) {
+  std::map<std::uint32_t, std::vector<moe::test::RankOutcome>> runs;
+  for (std::uint32_t engines : {3u, 1u}) {
+    Plan plan;
+    plan.provider = GetParam();
+    plan.engines = engines;
+    SCOPED_TRACE(std::to_string(engines) + " engines per process");
+    runs[engines] = run(plan);
+    expect_every_count_exact(plan, runs[engines]);
+    if (HasFailure()) return;
+  }
+  for (std::uint32_t r = 0; r < kRanks; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const auto& one = runs[1][r];
+    const auto& three = runs[3][r];
+    std::printf("[ footprint ] %s rank %u: 3 engines %lld threads (library %lld), RSS %lld KiB, "
+                "peak %lld KiB; 1 engine %lld threads (library %lld), RSS %lld KiB, peak %lld KiB\n",
+                GetParam().c_str(), r, value(three, "process_threads"), value(three, "library_thread_count"),
+                value(three, "rss_kib"), value(three, "hwm_kib"), value(one, "process_threads"),
+                value(one, "library_thread_count"), value(one, "rss_kib"), value(one, "hwm_kib"));
+    EXPECT_EQ(value(one, "engines"), 1);
+    EXPECT_EQ(value(three, "engines"), 3);
+    // Two engines fewer: at least their worker and callback threads each.
+    EXPECT_LE(value(one, "library_thread_count") + 4, value(three, "library_thread_count"));
+    EXPECT_LT(value(one, "process_threads"), value(three, "process_threads"));
+  }
+}
+
+// With a rank killed: tcp only. On libfabric 1.17's shm a survivor's WRITE outstanding to the
+// rank when it dies wedges that survivor's endpoint for every peer (no later non-inline
+// completion arrives; docs/reliability.md, field finding 3, ofiwg/libfabric#9853). Here the
+// trainer's next version is always on its way to the victim as it dies, so on shm the trainer's
+// WRITEs to the live rank 2 then stall and fail at the engine's bound (2 of 4 runs on
+// 2026-12-05), which is that provider's limit, not the engines' sharing. On tcp this case failed
+// 5 of 6 runs before ~MoeGroup's leave handshake (docs/moe.md "Leaving a group"): the two
+// survivors' abort notices hit each other's already deregistered arenas, tcp closed the
+// connection under them, and the rebuilt group's first routes were lost.
+class OneEngineKilled : public OneEngine {};
+
+TEST_P(OneEngineKilled, ARankKilledMidRunFailsTheOthersRequestsToItWhileTheirOwnWorkCarriesOn) {
   Plan plan;
   plan.provider = GetParam();
   plan.victim = 1;
@@ -103,6 +137,8 @@ TEST_P(OneEngine, DISABLED_ARankKilledMidRunFailsTheOthersRequestsToItWhileTheir
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, OneEngine, ::testing::Values("shm", "tcp"),
+                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Providers, OneEngineKilled, ::testing::Values("tcp"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -22,6 +22,9 @@ struct Plan {
   // This rank SIGKILLs itself once its share before death is done (only rank 1 is supported:
   // a KV sender, an inference rank and an MoE rank); -1: nobody dies.
   std::int32_t victim = -1;
+  // Engines per process: 1, every workload on it (the library's design), or 3, one per workload
+  // (how a process had to run them before issue 26), for the footprint figure (docs/api.md).
+  std::uint32_t engines = 1;
   std::uint32_t kv_requests = 6;      // per KV sender
   std::uint32_t kv_before_death = 2;  // the victim's sender serves these
   std::uint32_t weights_versions = 3;

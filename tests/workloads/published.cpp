@@ -39,6 +39,7 @@ struct Reader {
 std::vector<std::byte> encode(const Published& p) {
   std::vector<std::byte> out;
   put(out, p.addr);
+  put(out, p.kv_addr);
   put(out, p.arena);
   put(out, p.weights_first);
   put(out, p.weights_count);
@@ -50,7 +51,7 @@ std::vector<std::byte> encode(const Published& p) {
 Result<Published> decode_published(std::span<const std::byte> bytes) {
   Published p;
   Reader r{bytes};
-  if (!r.get(p.addr) || !r.get(p.arena) || !r.get(p.weights_first) || !r.get(p.weights_count) ||
+  if (!r.get(p.addr) || !r.get(p.kv_addr) || !r.get(p.arena) || !r.get(p.weights_first) || !r.get(p.weights_count) ||
       !r.get(p.acks) || !r.get(p.ack_first) || r.at != bytes.size()) {
     return Status(Errc::malformed, "a rank's published blob is truncated");
   }

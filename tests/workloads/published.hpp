@@ -13,7 +13,8 @@
 namespace fabric::workloads::test {
 
 struct Published {
-  std::vector<std::byte> addr;   // NetAddr::encode
+  std::vector<std::byte> addr;     // NetAddr::encode of the engine weights run on
+  std::vector<std::byte> kv_addr;  // of the engine KV runs on (the same one unless Plan::engines is 3)
   std::vector<std::byte> arena;  // inference ranks: the weights arena's MrDesc::encode
   std::uint32_t weights_first = 0, weights_count = 0;  // inference ranks: reserve_update_imms
   std::vector<std::byte> acks;   // the trainer: where inference ranks acknowledge a version

@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -42,10 +44,13 @@ void line(std::ostringstream& o, const char* name, const Outcome& w) {
 // The victim dies without a word once nothing of its own is in flight (a kill inside a post
 // into a peer's shm region could wedge that peer; fabric_test/victim.hpp). The wait is bounded:
 // dying with a request in flight is still a death.
-[[noreturn]] void die_when_idle(TransferEngine& engine) {
+[[noreturn]] void die_when_idle(const std::vector<std::unique_ptr<TransferEngine>>& engines) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (engine.outstanding_requests() > 0 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::yield();
+  const auto busy = [&] {
+    return std::any_of(engines.begin(), engines.end(),
+                       [](const auto& e) { return e->outstanding_requests() > 0; });
+  };
+  while (busy() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
   ::raise(SIGKILL);
   std::abort();
 }
@@ -61,7 +66,18 @@ std::string thread_census() {
   for (const auto& n : names) joined += (joined.empty() ? "" : ",") + n;
   std::size_t all = 0;
   for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) ++all;
-  return "library_threads=" + joined + " process_threads=" + std::to_string(all);
+  return "library_threads=" + joined + " library_thread_count=" + std::to_string(names.size()) +
+         " process_threads=" + std::to_string(all);
+}
+
+// /proc/self/status's VmRSS (now) or VmHWM (the peak so far), in KiB; -1 if unreadable.
+long long status_kib(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field + ":", 0) == 0) return std::atoll(line.c_str() + field.size() + 1);
+  }
+  return -1;
 }
 
 }  // namespace
@@ -73,33 +89,42 @@ int run_rank(const Plan& plan, std::uint32_t rank, fabric::test::Channel& ch) {
   ec.request_timeout = plan.request_timeout;
   ec.drain_timeout = std::chrono::milliseconds(500);
   std::fprintf(stderr, "[one engine] rank %u is pid %d\n", rank, static_cast<int>(::getpid()));
-  auto engine = TransferEngine::create(victim ? fabric::test::victim_config(ec) : ec);
-  if (!engine.ok()) return error(ch, "engine: " + engine.status().to_string(), 3);
-  TransferEngine& e = **engine;
+  if (plan.engines != 1 && plan.engines != 3) return error(ch, "plan: 1 or 3 engines", 3);
+  std::vector<std::unique_ptr<TransferEngine>> engines;
+  for (std::uint32_t i = 0; i < plan.engines; ++i) {
+    auto engine = TransferEngine::create(victim ? fabric::test::victim_config(ec) : ec);
+    if (!engine.ok()) return error(ch, "engine: " + engine.status().to_string(), 3);
+    engines.push_back(std::move(engine).value());
+  }
+  // One engine for all three workloads, or one each.
+  TransferEngine& kv_engine = *engines[0];
+  TransferEngine& weights_engine = *engines[plan.engines == 3 ? 1 : 0];
+  TransferEngine& moe_engine = *engines[plan.engines == 3 ? 2 : 0];
 
-  // Every workload on this one engine, each with its own immediates.
+  // Every workload on its engine, each with its own immediates.
   std::unique_ptr<KvSenderWork> kv_tx;
   std::unique_ptr<KvReceiverWork> kv_rx;
   if (rank == kKvReceiver) {
-    auto r = KvReceiverWork::create(e, plan);
+    auto r = KvReceiverWork::create(kv_engine, plan);
     if (!r.ok()) return error(ch, "kv receiver: " + r.status().to_string(), 4);
     kv_rx = std::move(r).value();
   } else {
-    auto s = KvSenderWork::create(e);
+    auto s = KvSenderWork::create(kv_engine);
     if (!s.ok()) return error(ch, "kv sender: " + s.status().to_string(), 4);
     kv_tx = std::move(s).value();
   }
   Published mine;
-  mine.addr = e.main_address().encode();
+  mine.addr = weights_engine.main_address().encode();
+  mine.kv_addr = kv_engine.main_address().encode();
   std::unique_ptr<WeightsTrainer> trainer;
   std::unique_ptr<WeightsInference> inference;
   if (rank == kTrainer) {
-    auto t = WeightsTrainer::create(e);
+    auto t = WeightsTrainer::create(weights_engine);
     if (!t.ok()) return error(ch, "weights trainer: " + t.status().to_string(), 4);
     trainer = std::move(t).value();
     trainer->publish(mine);
   } else {
-    auto i = WeightsInference::create(e);
+    auto i = WeightsInference::create(weights_engine);
     if (!i.ok()) return error(ch, "weights inference: " + i.status().to_string(), 4);
     inference = std::move(i).value();
     inference->publish(mine);
@@ -107,17 +132,17 @@ int run_rank(const Plan& plan, std::uint32_t rank, fabric::test::Channel& ch) {
   auto gathered = relay_all_gather(ch)(encode(mine));
   if (!gathered.ok()) return error(ch, "exchange: " + gathered.status().to_string(), 4);
   std::vector<Published> all;
-  std::vector<NetAddr> addrs;
+  std::vector<NetAddr> addrs;  // each rank's KV engine
   for (const auto& b : *gathered) {
     auto p = decode_published(b);
     if (!p.ok()) return error(ch, "exchange: " + p.status().to_string(), 4);
-    auto a = NetAddr::decode(p->addr);
+    auto a = NetAddr::decode(p->kv_addr);
     if (!a.ok()) return error(ch, "exchange: " + a.status().to_string(), 4);
     addrs.push_back(*a);
     all.push_back(std::move(p).value());
   }
   if (all.size() != kRanks) return error(ch, "exchange: " + std::to_string(all.size()) + " ranks", 4);
-  auto moe = MoeWork::create(e, plan, rank, ch);
+  auto moe = MoeWork::create(moe_engine, plan, rank, ch);
   if (!moe.ok()) return error(ch, "moe group: " + moe.status().to_string(), 4);
   if (kv_rx) {
     if (auto st = kv_rx->connect({addrs[0], addrs[1]}, plan.wait_bound); !st.ok())
@@ -126,6 +151,7 @@ int run_rank(const Plan& plan, std::uint32_t rank, fabric::test::Channel& ch) {
   // Every rank is set up: go.
   if (auto go = relay_all_gather(ch)({}); !go.ok()) return error(ch, "start: " + go.status().to_string(), 4);
   const std::string threads = thread_census();
+  const long long rss_kib = status_kib("VmRSS");
 
   Outcome kv, weights, moe_out;
   {
@@ -143,15 +169,23 @@ int run_rank(const Plan& plan, std::uint32_t rank, fabric::test::Channel& ch) {
   }
   if (victim) {
     if (auto st = inference->ack_last(plan, all[kTrainer]); !st.ok()) return error(ch, st.to_string(), 5);
-    die_when_idle(e);
+    die_when_idle(engines);
   }
   std::ostringstream o;
   o << "ok pid=" << ::getpid();
   line(o, "kv", kv);
   line(o, "weights", weights);
   line(o, "moe", moe_out);
-  o << " moe_stray=" << (*moe)->stray() << " imms_received=" << e.metrics().imms_received
-    << " imms_claimed=" << (kv.imms + weights.imms + moe_out.imms) << ' ' << threads;
+  std::uint64_t imms_received = 0;
+  for (const auto& engine : engines) imms_received += engine->metrics().imms_received;
+  o << " moe_stray=" << (*moe)->stray() << " imms_received=" << imms_received
+    << " imms_claimed=" << (kv.imms + weights.imms + moe_out.imms) << ' ' << threads
+    << " engines=" << engines.size() << " rss_kib=" << rss_kib << " hwm_kib=" << status_kib("VmHWM");
+  // Every rank has its counts before any leaves its MoE group: a peer's leave notice
+  // (~MoeGroup) is an immediate too, and no workload here claims it.
+  if (plan.victim < 0) {
+    if (auto all = relay_all_gather(ch)({}); !all.ok()) return error(ch, "counted: " + all.status().to_string(), 5);
+  }
   (void)report(ch, o.str());
   return 0;
 }

@@ -52,7 +52,7 @@ struct MoeConfig {
   // Bound on every wait for peers; a rank that does not deliver in time is
   // named in the error.
   std::chrono::milliseconds timeout{10000};
-  // (The group's immediates are not configured: create reserves 5 * world_size values on the
+  // (The group's immediates are not configured: create reserves 6 * world_size values on the
   // engine, the same block on every rank, and releases them with the group; docs/moe.md.)
   // Names this group's shared-memory arenas (unique per group instance).
   std::string session;

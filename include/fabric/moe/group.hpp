@@ -39,8 +39,15 @@ using AllGather =
 // Immediates each phase expects, per source rank (for tests and docs).
 // `abort` is sent, with the dead rank as its source, by a rank that found a
 // peer dead, so that the others name that peer too.
-enum class ImmKind : std::uint32_t { routes = 0, overflow = 1, combine = 2, barrier = 3, abort = 4 };
-inline constexpr std::uint32_t kImmKinds = 5;
+enum class ImmKind : std::uint32_t {
+  routes = 0,
+  overflow = 1,
+  combine = 2,
+  barrier = 3,
+  abort = 4,
+  leave = 5,  // "nothing more of mine will reach your arena" (~MoeGroup)
+};
+inline constexpr std::uint32_t kImmKinds = 6;
 
 struct GroupStats {
   std::uint64_t iterations = 0;
@@ -72,6 +79,12 @@ class MoeGroup {
   // Collective: every rank calls it with the same config (but `rank`).
   static Result<std::unique_ptr<MoeGroup>> create(TransferEngine& engine, const MoeConfig& config,
                                                   const AllGather& all_gather);
+  // Leaves the group: waits (each wait bounded by config().timeout) until this rank's WRITEs and
+  // abort notices are done, tells every peer not named broken that nothing more of its will
+  // arrive, and waits for the same word from each of them before the arena's registration
+  // goes. A late WRITE into a deregistered arena is what a connected provider answers by
+  // closing the connection (tcp) or a queue pair (verbs), failing the other workloads' traffic
+  // to that peer too; docs/moe.md "Leaving a group".
   ~MoeGroup();
   MoeGroup(const MoeGroup&) = delete;
   MoeGroup& operator=(const MoeGroup&) = delete;
