@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "common/rendezvous.hpp"
+#include "metrics_report.hpp"
 #include "options.hpp"
 #include "peer_runs.hpp"
 #include "report.hpp"
@@ -81,9 +82,14 @@ int main(int argc, char** argv) {
   app.add_flag("--post-on-submit", opt.post_on_submit,
                "the submitting thread posts each request's first WRITE "
                "(EngineConfig::post_on_submit)");
-  app.add_flag("--no-metrics", [&opt](std::int64_t) { opt.metrics = false; },
-               "engines count nothing for metrics() (EngineConfig::metrics off), to measure "
-               "what counting costs");
+  auto* no_metrics =
+      app.add_flag("--no-metrics", [&opt](std::int64_t) { opt.metrics = false; },
+                   "engines count nothing for metrics() (EngineConfig::metrics off), to measure "
+                   "what counting costs");
+  app.add_flag("--metrics", opt.print_metrics,
+               "after the sweep, print the initiator engine's metrics() snapshot (requests and "
+               "bytes by kind and outcome, latency, gauges) and add it to the JSON as 'metrics'")
+      ->excludes(no_metrics);
   app.add_option("--imm-wait", opt.imm_wait,
                  "imm op: waiters call TransferEngine::progress (progress) or leave delivery to "
                  "the worker threads (worker)")
@@ -163,6 +169,7 @@ int main(int argc, char** argv) {
     const bench::SweepResult result = bench::run_sweep(opt);
     const std::vector<bench::PeerRun> peers = bench::run_peers(opt, result);
     bench::print_table(result, peers);
+    if (result.metrics) bench::print_metrics(*result.metrics);
     std::string json = opt.json_path;
     if (json.empty() && !opt.plot_path.empty()) json = opt.plot_path + ".json";
     if (!json.empty()) bench::write_json(opt, result, peers, json);

@@ -28,6 +28,8 @@ struct Options {
   // EngineConfig::metrics on both sides; --no-metrics measures what counting costs
   // (docs/observability.md).
   bool metrics = true;
+  // --metrics: the initiator engine's metrics() after the sweep, printed and in the JSON.
+  bool print_metrics = false;
   // How the imm op's waiters wait: "progress" (TransferEngine::progress in the wait loop) or
   // "worker" (poll the ImmCounter, the worker threads deliver).
   std::string imm_wait = "progress";

@@ -14,6 +14,7 @@
 
 #include "common/stats.hpp"
 #include "fabric/version.hpp"
+#include "metrics_report.hpp"
 #include "scripts.hpp"
 
 namespace bench {
@@ -216,6 +217,7 @@ void write_json(const Options& opt, const SweepResult& r, const std::vector<Peer
   }
   std::ofstream out(path);
   nlohmann::json doc{{"machine", machine(opt, r)}, {"results", results}};
+  if (r.metrics) doc["metrics"] = metrics_json(*r.metrics);
   if (!peers.empty()) {
     doc["peers"] = nlohmann::json::array();
     for (const PeerRun& p : peers) {

@@ -139,6 +139,30 @@ print("fabric_bench_smoke: --breakdown ok, raw post p50 %.0f ns" % b["raw_post_c
 PY
 rm -f "$out" "$json.breakdown"
 
+step="--metrics"
+# --metrics: the initiator engine's metrics() after the run, in the table's output and the JSON,
+# equal to what the sweep submitted: 32 measured single writes of 4 KiB after a warm-up of 32/8.
+out=$(mktemp)
+"$bench" --local --provider shm --quick $patient --ops single_write --sizes 4K --iters 32 --reps 1 \
+  --metrics --json "$json.metrics" >"$out"
+grep -qF "initiator engine metrics()" "$out" || { cat "$out"; echo "fabric_bench_smoke: no metrics in the output" >&2; exit 1; }
+/usr/bin/python3 - "$json.metrics" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))["metrics"]
+writes = m["requests"]["single_write"]
+assert writes == {"ok": 36, "failed": 0, "bytes_ok": 36 * 4096}, writes
+others = {k: v for k, v in m["requests"].items() if k != "single_write" and (v["ok"] or v["failed"])}
+assert not others, others
+assert m["latency"]["count"] == 36 and m["latency"]["buckets"][-1] == {"le": "+Inf", "count": 36}, m["latency"]
+assert m["in_flight"] == 0 and m["queue_depth"] == 0 and m["peers_known"] >= 1, m
+print("fabric_bench_smoke: --metrics counts the run's 36 writes")
+PY
+status=0
+"$bench" --local --provider shm --quick --metrics --no-metrics 2>"$json.err" || status=$?
+[ "$status" -ne 0 ] && grep -q "excludes" "$json.err" ||
+  { cat "$json.err"; echo "fabric_bench_smoke: --metrics with --no-metrics accepted" >&2; exit 1; }
+rm -f "$out" "$json.metrics" "$json.err"
+
 step="--duration, --bidir and --threads"
 # --duration, --bidir, --threads (figures are not judged, only what is printed):
 # perftest-like columns with BW peak and average, round-trip latency labels,

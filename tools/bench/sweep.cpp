@@ -544,6 +544,7 @@ SweepResult run_sweep(const Options& opt) {
         }
       }
     }
+    if (opt.print_metrics) result.metrics = side.engine->metrics();
     session.bye();
   } catch (...) {
     // Ask each target to leave first: a killed one leaves its shm regions behind in /dev/shm.

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <fabric/metrics.hpp>
+
 #include "breakdown.hpp"
 #include "options.hpp"
 #include "stats.hpp"
@@ -37,6 +39,8 @@ struct SweepResult {
   std::string provider;  // libfabric's name for what ran ("shm", "tcp;ofi_rxm")
   bool delivery_complete = false;
   std::vector<Row> rows;
+  // --metrics: the initiator engine's snapshot, taken after the last row.
+  std::optional<fabric::EngineMetrics> metrics;
 };
 
 SweepResult run_sweep(const Options& opt);
