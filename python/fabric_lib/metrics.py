@@ -22,6 +22,11 @@ Families (label ``engine`` is the engine's instance id, one value per engine of 
 
 ``register_workload(workload, name)`` adds a weights Trainer or Receiver (``fabric_weights_*``)
 or a moe Buffer (``fabric_moe_*``), label ``workload``; see _workload_metrics.FAMILIES.
+
+prometheus_client's multi-process mode (PROMETHEUS_MULTIPROC_DIR set before it is imported): a
+process that registers an engine or a workload also copies their series into its own
+multi-process files, every FABRIC_METRICS_MULTIPROC_INTERVAL_S (1 s) and at exit, so the process
+serving /metrics through MultiProcessCollector shows them (_multiprocess_metrics.py).
 """
 
 from __future__ import annotations
@@ -38,11 +43,12 @@ from prometheus_client import REGISTRY, CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from . import _multiprocess_metrics
 from ._native import Engine, InvalidArgumentError, ShutdownError
 from ._workload_metrics import WorkloadCollector
 
 __all__ = ["EngineCollector", "MetricsServer", "register", "register_workload", "start_http_server", "unregister",
-           "unregister_workload"]
+           "unregister_workload", "write_multiprocess_files"]
 
 
 # One series per engine each: (metrics() key, family name, help).
@@ -172,6 +178,7 @@ def register(engine: Engine, name: str | None = None, registry: CollectorRegistr
     instance id in hex). Returns the name. Registering the same name again replaces it."""
     label = name if name is not None else f"{engine.main_address.instance_id:016x}"
     _collector_for(registry).add(engine, label)
+    _start_mirror()
     return label
 
 
@@ -193,6 +200,7 @@ def register_workload(workload: Any, name: str, registry: CollectorRegistry = RE
             collector = _workload_collectors[id(registry)] = WorkloadCollector()
             registry.register(collector)
     collector.add(workload, name)
+    _start_mirror()
     return name
 
 
@@ -202,6 +210,30 @@ def unregister_workload(name: str, registry: CollectorRegistry = REGISTRY) -> No
         collector = _workload_collectors.get(id(registry))
     if collector is not None:
         collector.remove(name)
+
+
+def _every_collector() -> list[Collector]:
+    with _collector_lock:
+        return [*_collectors.values(), *_workload_collectors.values()]
+
+
+_mirror = _multiprocess_metrics.Mirror(_every_collector)
+
+
+def _start_mirror() -> None:
+    if _multiprocess_metrics.enabled():
+        _mirror.start()
+
+
+def write_multiprocess_files() -> bool:
+    """In prometheus_client's multi-process mode, copies every registered engine's and
+    workload's series into this process's files now (a copy is made every
+    FABRIC_METRICS_MULTIPROC_INTERVAL_S seconds and at exit anyway), and returns True; outside
+    that mode it does nothing and returns False."""
+    if not _multiprocess_metrics.enabled():
+        return False
+    _mirror.write()
+    return True
 
 
 class _QuietHandler(WSGIRequestHandler):
