@@ -75,19 +75,19 @@ std::uint64_t payload_bytes(const Op& op) noexcept {
 }
 
 void LatencyCounts::add(std::uint64_t ns) noexcept {
-  buckets_[bucket_of(ns)].fetch_add(1, kRelaxed);
-  sum_ns_.fetch_add(ns, kRelaxed);
+  buckets_[bucket_of(ns)].add(1);
+  sum_ns_.add(ns);
 }
 
 void LatencyCounts::add_to(LatencyHistogram& out) const noexcept {
   std::uint64_t running = 0;
   for (std::size_t b = 0; b < kLatencyBuckets; ++b) {
-    running += buckets_[b].load(kRelaxed);
+    running += buckets_[b].load();
     out.cumulative[b] += running;
   }
   // The count is the last cumulative bucket, so a snapshot's +Inf always equals it.
   out.count += running;
-  out.sum_seconds += static_cast<double>(sum_ns_.load(kRelaxed)) * 1e-9;
+  out.sum_seconds += static_cast<double>(sum_ns_.load()) * 1e-9;
 }
 
 RequestMetrics::RequestMetrics(std::uint32_t peer_slots)
@@ -96,7 +96,7 @@ RequestMetrics::RequestMetrics(std::uint32_t peer_slots)
 
 void RequestMetrics::posted(Op& op, std::uint64_t now_ns) noexcept {
   op.left_queue = true;
-  posted_unreported_.fetch_add(1, kRelaxed);
+  posted_unreported_.add(1);
   if (op.submitted_ns != 0 && now_ns >= op.submitted_ns) {
     post_latency_.add(now_ns - op.submitted_ns);
   }
@@ -104,10 +104,10 @@ void RequestMetrics::posted(Op& op, std::uint64_t now_ns) noexcept {
 
 void RequestMetrics::count(Kind& k, const Op& op, std::uint64_t bytes) noexcept {
   if (op.failed()) {
-    k.failed.fetch_add(1, kRelaxed);
+    k.failed.add(1);
   } else {
-    k.ok.fetch_add(1, kRelaxed);
-    k.bytes_ok.fetch_add(bytes, kRelaxed);
+    k.ok.add(1);
+    k.bytes_ok.add(bytes);
   }
 }
 
@@ -115,36 +115,36 @@ void RequestMetrics::record(const Op& op, std::uint64_t now_ns) noexcept {
   const std::uint64_t bytes = op.failed() ? 0 : payload_bytes(op);
   count(kinds_[kind_index(op.kind)], op, bytes);
   if (op.peer_slot < peer_slots_) count(peers_[op.peer_slot], op, bytes);
-  if (op.left_queue) posted_unreported_.fetch_sub(1, kRelaxed);
+  if (op.left_queue) posted_unreported_.sub(1);
   if (op.submitted_ns != 0 && now_ns >= op.submitted_ns) latency_.add(now_ns - op.submitted_ns);
 }
 
 void RequestMetrics::held(bool now_held) noexcept {
   if (now_held) {
-    held_.fetch_add(1, kRelaxed);
+    held_.add(1);
   } else {
-    held_.fetch_sub(1, kRelaxed);
+    held_.sub(1);
   }
 }
 
 void RequestMetrics::add_to(EngineMetrics& out, std::uint64_t outstanding) const noexcept {
   for (std::size_t i = 0; i < kRequestKinds; ++i) {
-    out.requests[i].ok += kinds_[i].ok.load(kRelaxed);
-    out.requests[i].failed += kinds_[i].failed.load(kRelaxed);
-    out.requests[i].bytes_ok += kinds_[i].bytes_ok.load(kRelaxed);
+    out.requests[i].ok += kinds_[i].ok.load();
+    out.requests[i].failed += kinds_[i].failed.load();
+    out.requests[i].bytes_ok += kinds_[i].bytes_ok.load();
   }
   for (std::size_t p = 0; p < peer_slots_ && p < out.peers.size(); ++p) {
-    out.peers[p].requests.ok += peers_[p].ok.load(kRelaxed);
-    out.peers[p].requests.failed += peers_[p].failed.load(kRelaxed);
-    out.peers[p].requests.bytes_ok += peers_[p].bytes_ok.load(kRelaxed);
+    out.peers[p].requests.ok += peers_[p].ok.load();
+    out.peers[p].requests.failed += peers_[p].failed.load();
+    out.peers[p].requests.bytes_ok += peers_[p].bytes_ok.load();
   }
   latency_.add_to(out.latency);
   post_latency_.add_to(out.post_latency);
   // Read apart from `outstanding`: under traffic the difference may be off by the requests
   // posted or reported in between (never below 0); at rest it is exact.
-  const std::uint64_t posted = posted_unreported_.load(kRelaxed);
+  const std::uint64_t posted = posted_unreported_.load();
   out.queue_depth += outstanding > posted ? outstanding - posted : 0;
-  out.held_after_report += held_.load(kRelaxed);
+  out.held_after_report += held_.load();
 }
 
 void EngineCounters::add_to(EngineMetrics& out) const noexcept {

@@ -1,8 +1,8 @@
 #pragma once
 // The counters behind TransferEngine::metrics(): one RequestMetrics per worker (its requests'
 // outcomes, peers and latencies, added where a request is fully posted and where it is
-// reported), one EngineCounters per engine (what is not a request). Relaxed atomic adds: a
-// counter is read only as a sum, never to order memory.
+// reported), one EngineCounters per engine (what is not a request). A counter is read only as
+// a sum, never to order memory.
 
 #include <array>
 #include <atomic>
@@ -15,6 +15,22 @@ namespace fabric::engine {
 
 struct Op;
 
+// A counter with one writer at a time: every RequestMetrics add happens inside the worker's
+// loop pass (its thread's, or a caller's in assist() or post_on_submit, all under
+// Worker::loop_mutex_, which orders them), and metrics() reads from any thread. So an add is a
+// relaxed load and store, not a locked read-modify-write: on x86 a fetch_add is a `lock xadd`
+// whatever its memory order, and ten of them per request cost fabric-bench's 64 B writes about
+// a fifth of their rate (docs/observability.md, "What counting costs").
+class SerialCounter {
+ public:
+  void add(std::uint64_t n) noexcept { v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
+  void sub(std::uint64_t n) noexcept { v_.store(v_.load(std::memory_order_relaxed) - n, std::memory_order_relaxed); }
+  [[nodiscard]] std::uint64_t load() const noexcept { return v_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<std::uint64_t> v_{0};
+};
+
 // One latency histogram's buckets (not cumulative) and sum.
 class LatencyCounts {
  public:
@@ -22,8 +38,8 @@ class LatencyCounts {
   void add_to(LatencyHistogram& out) const noexcept;
 
  private:
-  std::array<std::atomic<std::uint64_t>, kLatencyBuckets> buckets_{};
-  std::atomic<std::uint64_t> sum_ns_{0};
+  std::array<SerialCounter, kLatencyBuckets> buckets_{};
+  SerialCounter sum_ns_;
 };
 
 class RequestMetrics {
@@ -44,7 +60,7 @@ class RequestMetrics {
 
  private:
   struct Kind {
-    std::atomic<std::uint64_t> ok{0}, failed{0}, bytes_ok{0};
+    SerialCounter ok, failed, bytes_ok;
   };
   static void count(Kind& k, const Op& op, std::uint64_t bytes) noexcept;
 
@@ -52,8 +68,8 @@ class RequestMetrics {
   LatencyCounts latency_;
   LatencyCounts post_latency_;
   // Requests fully posted and not yet reported: the rest of the outstanding ones are queued.
-  std::atomic<std::uint64_t> posted_unreported_{0};
-  std::atomic<std::uint64_t> held_{0};
+  SerialCounter posted_unreported_;
+  SerialCounter held_;
   const std::uint32_t peer_slots_;
   std::unique_ptr<Kind[]> peers_;  // by PeerIndex slot
 };

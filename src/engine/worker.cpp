@@ -462,13 +462,17 @@ void Worker::on_tx_done(Op* op, std::size_t domain, Status status, Clock::time_p
   const bool answered = status.ok() && op->peers != nullptr && !op->posts_past_failure();
   domains_.completed(domain, answered ? &op->peers[domain] : nullptr, now);
   if (!status.ok() && op->error.ok()) op->error = std::move(status);
-  if (op->finished() && !op->in_pending) finish(op);
+  if (op->finished() && !op->in_pending) {
+    // The poll's own clock read: one per poll, not one more per request for its latency.
+    finish(op, static_cast<std::uint64_t>(
+                   std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count()));
+  }
 }
 
-void Worker::deliver(Op* op) {
+void Worker::deliver(Op* op, std::uint64_t now) {
   if (op->delivered) return;
   op->delivered = true;
-  if (config_.metrics) request_metrics_.record(*op, now_ns());
+  if (config_.metrics) request_metrics_.record(*op, now != 0 ? now : now_ns());
   outstanding_.fetch_sub(1, std::memory_order_acq_rel);
   admission_.release();
   if (op->on_done.needs_callback_thread()) {
@@ -479,10 +483,10 @@ void Worker::deliver(Op* op) {
   }
 }
 
-void Worker::finish(Op* op) {
+void Worker::finish(Op* op, std::uint64_t now) {
   // Reported before now: expire_stalled gave up on it while its operations were still out.
   if (op->delivered && config_.metrics) request_metrics_.held(false);
-  deliver(op);
+  deliver(op, now);
   if (op->src) registrar_.release_use(*op->src);
   if (op->kind == OpKind::send && op->send.slot >= 0 && staging_) {
     staging_->release(op->send.slot);

@@ -160,8 +160,9 @@ class Worker {
   void on_tx_done(Op* op, std::size_t domain, Status status,
                   std::chrono::steady_clock::time_point now);
   // Runs on_done (once) and, when the provider holds nothing of it, frees op.
-  void finish(Op* op);
-  void deliver(Op* op);
+  // `now_ns`: the clock read of the poll that completed `op` (0: none, read one if needed).
+  void finish(Op* op, std::uint64_t now_ns = 0);
+  void deliver(Op* op, std::uint64_t now_ns = 0);
   void expire_stalled(std::chrono::steady_clock::time_point now);
   void fail(Op* op, Status status);
   void shutdown_sequence();
