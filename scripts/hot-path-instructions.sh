@@ -56,11 +56,11 @@ for spec in "single:SingleWriteAllocates:submit_single_write" \
   # as separate entries of the same name, which must not be counted twice.
   submit=$(arcs "$f" . "engine_requests.cpp:fabric::TransferEngine::$fn\\(")
   n=$(n_of "$submit")
-  start=$(arcs "$f" . "worker.cpp:fabric::engine::Worker::start_op\\(")
+  start=$(arcs "$f" . "worker_requests.cpp:fabric::engine::Worker::start_op\\(")
   # WRITEs the provider refused for a full queue are posted later from progress_pending.
   later=$(arcs "$f" "Worker::progress_pending\\(" "worker_post.cpp:fabric::engine::Worker::post_some\\(")
   provider=$(arcs "$f" . "fi_domain.cpp:fabric::ofi::FiDomain::post_write\\(")
-  complete=$(arcs "$f" . "worker.cpp:fabric::engine::Worker::on_tx_done\\(")
+  complete=$(arcs "$f" . "worker_requests.cpp:fabric::engine::Worker::on_tx_done\\(")
   awk -v k="$kind" -v n="$n" -v s="$(ir_of "$submit")" -v w1="$(ir_of "$start")" \
       -v w2="$(ir_of "$later")" -v p="$(ir_of "$provider")" -v c="$(ir_of "$complete")" 'BEGIN {
     if (n == 0) { printf "%-12s no calls recorded\n", k; exit }

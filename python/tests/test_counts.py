@@ -6,21 +6,16 @@ import numpy as np
 import pytest
 
 import fabric_lib as fl
+from engine_pair import STEP_S, shm_pair
 
-STEP_S = 30.0
 N = 1 << 16
 K = 2
 
 
 @pytest.fixture(scope="module")
 def pair():
-    # The target (b) first, so the writer (a) stops first: on shm, a write to a stopped engine
-    # of the same process crashes inside libfabric (docs/python.md, known limits).
-    with fl.Engine("shm", K) as b, fl.Engine("shm", K) as a:
-        hs, _ = a.reg_mr(np.arange(N, dtype=np.uint8))
-        dst = np.zeros(N, np.uint8)
-        _, dd = b.reg_mr(dst)
-        yield a, b, hs, dd, dst
+    with shm_pair(N, K) as p:
+        yield p
 
 
 def test_the_documented_table() -> None:

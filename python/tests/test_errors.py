@@ -8,20 +8,14 @@ import numpy as np
 import pytest
 
 import fabric_lib as fl
-
-N = 1 << 16
+from engine_pair import PAIR_BYTES as N
+from engine_pair import shm_pair
 
 
 @pytest.fixture()
 def pair():
-    # The target (b) first, so the writer (a) stops first: on shm, a write to a stopped engine
-    # of the same process crashes inside libfabric (docs/python.md, known limits).
-    with fl.Engine("shm") as b, fl.Engine("shm") as a:
-        src = np.arange(N, dtype=np.uint8)
-        dst = np.zeros(N, np.uint8)
-        hs, _ = a.reg_mr(src)
-        _, dd = b.reg_mr(dst)
-        yield a, b, hs, dd, dst
+    with shm_pair() as p:
+        yield p
 
 
 def test_error_hierarchy() -> None:

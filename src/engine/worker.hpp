@@ -28,6 +28,7 @@
 #include "engine/op.hpp"
 #include "engine/op_pool.hpp"
 #include "engine/peer_index.hpp"
+#include "engine/post_slice.hpp"
 #include "engine/receives.hpp"
 #include "engine/registrar.hpp"
 #include "engine/ring_queue.hpp"
@@ -113,6 +114,10 @@ class Worker {
   // Starts up to kSubmissionBatch queued requests, each posting at most `first_posts` WRITEs
   // at once (then it waits in pending_).
   bool drain_submissions(std::uint32_t first_posts = ~std::uint32_t{0});
+  // One pass's posting within its slice (post_slice.hpp): new requests, then the queue; after
+  // a pass whose slice ran out with requests still queued, only the queue, oldest first, so
+  // that newcomers' first WRITEs do not take every slice from the requests before them.
+  bool post_pass();
   // EngineConfig::post_on_submit: the caller's pass after its submission; false if it could
   // not have one (worker_assist.cpp).
   bool post_submitted();
@@ -213,6 +218,10 @@ class Worker {
   void add_live(Op* op);
   void remove_live(Op* op);
   RingQueue<Op*> pending_;
+  // This pass's posting time: started by each pass (run, assist, post_submitted, shutdown), it
+  // ends the pass's posts once spent, and the rest keeps its place for the next pass.
+  PostSlice slice_;
+  bool posting_backlog_ = false;  // the last pass's slice ran out with requests queued
   // Taken from submissions_ but not started yet (a pass starts kSubmissionBatch at most),
   // oldest first, linked by Op::next_submitted; empty once shutdown_sequence() has run.
   Op* taken_ = nullptr;

@@ -32,8 +32,7 @@ bool Worker::assist() {
   }
   const auto loop = try_caller_pass();
   if (!loop) return false;
-  bool busy = drain_submissions();
-  busy |= progress_pending();
+  bool busy = post_pass();
   busy |= poll_domains();
   return busy;
 }
@@ -43,7 +42,10 @@ bool Worker::post_submitted() {
   // not a whole paged write, and polls nothing (completions stay on the worker's threads).
   if (worker_needs_pass()) return false;
   const auto loop = try_caller_pass();
-  if (!loop || !drain_submissions(1)) return false;
+  // Behind a queue cut short by its slice, newcomers wait for the worker's next pass.
+  if (!loop || posting_backlog_) return false;
+  slice_.start(std::chrono::steady_clock::now());
+  if (!drain_submissions(1)) return false;
   // Before the caller's wake(): a worker about to sleep sees this or is woken.
   posted_by_caller_.store(true, std::memory_order_seq_cst);
   return true;

@@ -202,6 +202,7 @@ bool Worker::post_rma(Op* op, std::uint32_t max_wrs, Describe&& describe) {
     Status st = post_one(domains_, to.domain, w);
     if (st.ok()) [[likely]] {
       note_posted(op);
+      if (slice_.after_post(w.length)) return true;  // the rest waits for the next pass
       continue;
     }
     if (st.code() == Errc::again) {
@@ -234,6 +235,7 @@ bool Worker::post_send_op(Op* op) {
   Status st = domains_.post_send(op->peers[0], buf, plan.message.size(), desc, op_token(op));
   if (st.ok()) {
     note_posted(op);
+    (void)slice_.after_post(plan.message.size());
     return true;
   }
   if (st.code() == Errc::again) {
