@@ -40,7 +40,8 @@ Result<QpPtr> create_rc_qp(ibv_pd* pd, ibv_cq* cq, ibv_srq* srq, std::uint32_t s
   init.qp_type = IBV_QPT_RC;
   init.cap.max_send_wr = send_depth;
   init.cap.max_send_sge = 1;
-  init.sq_sig_all = 1;
+  // Each work request says whether it is signalled: WRITE chains signal their last entry only.
+  init.sq_sig_all = 0;
   QpPtr qp(ibv_create_qp(pd, &init));
   if (!qp) return verbs_error("ibv_create_qp(RC)", errno);
   return qp;

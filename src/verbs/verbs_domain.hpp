@@ -15,6 +15,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <array>
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -69,6 +70,14 @@ class VerbsDomain final : public domain::Domain {
     Connection* connection = nullptr;
     bool on_msg_lane = false;
     bool read = false;  // an RDMA READ (for the error text)
+    // Selective signalling (verbs_domain_posting.cpp, ring): a WRITE posted without
+    // IBV_SEND_SIGNALED completes when the signalled entry that ends its chain does, which lists
+    // it in `covered` and frees it. Its own completion comes only with an error; `reported`
+    // keeps it from being reported twice.
+    bool unsignalled = false;
+    bool reported = false;
+    std::uint8_t covers = 0;
+    std::array<std::uint64_t, kMaxChain - 1> covered{};
   };
 
   VerbsDomain() = default;
@@ -109,6 +118,7 @@ class VerbsDomain final : public domain::Domain {
   Status post_send_on(Connection& conn, const void* buf, std::size_t length, void* desc,
                       domain::Token token);
   void drain_queues();
+  void signal_chain_end(Lane& lane);
   Status ring(Connection& conn, Lane& lane);
   void ring_all();
   std::uint64_t acquire_tx(domain::Token token, Connection* conn, bool msg_lane);
@@ -118,6 +128,7 @@ class VerbsDomain final : public domain::Domain {
 
   // verbs_domain_completions.cpp: completions into Events; failed ones break their connection.
   void on_completion(const ibv_wc& wc);
+  Status failure_of(const ibv_wc& wc, const TxSlot& slot);
 
   VerbsConfig config_;
   OpenedPort port_;

@@ -36,23 +36,49 @@ void VerbsDomain::on_completion(const ibv_wc& wc) {
     return;
   }
   TxSlot& slot = tx_slots_[wc.wr_id];
+  // An unsignalled WRITE completes on its own only in error; the entry ending its chain frees it.
+  if (slot.unsignalled) {
+    if (!slot.reported) {
+      slot.reported = true;
+      Lane& lane = slot.connection->write;
+      --lane.outstanding;
+      emit({domain::Event::Kind::tx_done, slot.token, 0, 0, failure_of(wc, slot)});
+    }
+    return;
+  }
   Connection& conn = *slot.connection;
   Lane& lane = slot.on_msg_lane ? conn.msg : conn.write;
+  // Completions of one queue pair come in posting order: the WRITEs this entry covers that did
+  // not complete with an error of their own landed before it.
+  for (std::size_t i = 0; i < slot.covers; ++i) {
+    TxSlot& covered = tx_slots_[slot.covered[i]];
+    if (!covered.reported) {
+      --lane.outstanding;
+      emit({domain::Event::Kind::tx_done, covered.token, 0, 0, Status::success()});
+    }
+    covered = {};
+    free_tx_.push_back(slot.covered[i]);
+  }
   --lane.outstanding;
   Status status;
-  if (wc.status != IBV_WC_SUCCESS) {
-    std::string text = fmt::format("verbs {}: {} (vendor error {:#x}) with {}",
-                                   slot.on_msg_lane ? "SEND" : slot.read ? "READ" : "WRITE",
-                                   ibv_wc_status_str(wc.status), wc.vendor_err,
-                                   peer_name(*conn.peer));
-    if (wc.status == IBV_WC_WR_FLUSH_ERR && !conn.failure.empty()) {
-      text += fmt::format(" after: {}", conn.failure);
-    }
-    status = Status(Errc::provider, text);
-    break_connection(conn, text);
-  }
+  if (wc.status != IBV_WC_SUCCESS) status = failure_of(wc, slot);
   emit({domain::Event::Kind::tx_done, slot.token, 0, 0, std::move(status)});
+  slot = {};
   free_tx_.push_back(wc.wr_id);
+}
+
+// A failed send, WRITE or READ: the status its request gets, and its connection breaks.
+Status VerbsDomain::failure_of(const ibv_wc& wc, const TxSlot& slot) {
+  Connection& conn = *slot.connection;
+  std::string text = fmt::format("verbs {}: {} (vendor error {:#x}) with {}",
+                                 slot.on_msg_lane ? "SEND" : slot.read ? "READ" : "WRITE",
+                                 ibv_wc_status_str(wc.status), wc.vendor_err,
+                                 peer_name(*conn.peer));
+  if (wc.status == IBV_WC_WR_FLUSH_ERR && !conn.failure.empty()) {
+    text += fmt::format(" after: {}", conn.failure);
+  }
+  break_connection(conn, text);
+  return Status(Errc::provider, std::move(text));
 }
 
 }  // namespace fabric::verbs

@@ -151,27 +151,56 @@ Status VerbsDomain::post_send_on(Connection& conn, const void* buf, std::size_t 
   return Status::success();
 }
 
+// Only the chain's last entry is signalled: RC completes a queue pair's work requests in order,
+// so its completion says that the WRITEs before it landed, and the device makes one completion
+// per doorbell instead of one per WRITE. READs stay signalled (their data must be in place when
+// reported, which their own completion says). A failed WRITE still completes on its own, with
+// its error, and so does every entry flushed after it.
+void VerbsDomain::signal_chain_end(Lane& lane) {
+  TxSlot& tail = tx_slots_[lane.chain[lane.chained - 1].wr_id];
+  tail.covers = 0;
+  for (std::size_t i = 0; i + 1 < lane.chained; ++i) {
+    ibv_send_wr& wr = lane.chain[i];
+    wr.next = &lane.chain[i + 1];
+    if (wr.opcode == IBV_WR_RDMA_READ) continue;
+    wr.send_flags &= ~static_cast<unsigned>(IBV_SEND_SIGNALED);
+    tx_slots_[wr.wr_id].unsignalled = true;
+    tail.covered[tail.covers++] = wr.wr_id;
+  }
+  lane.chain[lane.chained - 1].next = nullptr;
+}
+
 Status VerbsDomain::ring(Connection& conn, Lane& lane) {
   if (lane.chained == 0) return Status::success();
-  for (std::size_t i = 0; i + 1 < lane.chained; ++i) lane.chain[i].next = &lane.chain[i + 1];
-  lane.chain[lane.chained - 1].next = nullptr;
+  signal_chain_end(lane);
   ibv_send_wr* bad = nullptr;
   const int rc = ibv_post_send(lane.qp.get(), lane.chain.data(), &bad);
   const std::size_t count = lane.chained;
   lane.chained = 0;
   if (rc == 0) return Status::success();
-  // The chain up to bad went to the device; from bad on, nothing did.
+  // The chain up to bad went to the device; from bad on, nothing did, including the signalled
+  // last entry. The unsignalled ones that went may have landed or may be flushed by the break
+  // below: they fail now, and a completion of their own, if one comes, is dropped (reported).
+  // Their slots are not reused, since such a completion may still name them; at most
+  // kMaxChain - 1 per failed doorbell, which ibv_post_send gives only for a queue pair that
+  // cannot take work (the queue depth is checked before chaining).
   const auto why = fmt::format("ibv_post_send(WRITE to {}): {}", peer_name(*conn.peer),
                                std::strerror(rc));
   bool unposted = false;
   for (std::size_t i = 0; i < count; ++i) {
     if (&lane.chain[i] == bad) unposted = true;
-    if (!unposted) continue;
     const std::uint64_t slot = lane.chain[i].wr_id;
-    emit({domain::Event::Kind::tx_done, tx_slots_[slot].token, 0, 0,
-          Status(Errc::provider, why)});
-    free_tx_.push_back(slot);
+    TxSlot& tx = tx_slots_[slot];
+    if (!unposted && !tx.unsignalled) continue;
+    emit({domain::Event::Kind::tx_done, tx.token, 0, 0,
+          Status(Errc::provider, unposted ? why : fmt::format("outcome unknown: {}", why))});
     --lane.outstanding;
+    if (unposted) {
+      free_tx_.push_back(slot);
+    } else {
+      tx.reported = true;
+      tx.connection = nullptr;
+    }
   }
   break_connection(conn, why);
   return Status::success();  // the failures arrive as events, like any other

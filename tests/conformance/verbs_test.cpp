@@ -41,6 +41,13 @@ class VerbsTest : public ::testing::Test {
     return flag->wait(kWait);
   }
 
+  // `real` with every remote key altered: the target's NIC refuses a WRITE through it.
+  static Result<MrDesc> with_forged_keys(const MrDesc& real) {
+    std::vector<RemoteKey> keys(real.keys().begin(), real.keys().end());
+    for (auto& key : keys) key.rkey ^= 0x5a5a00;
+    return MrDesc::make(real.owner(), real.base(), real.size(), keys);
+  }
+
   // Writer child → parent paged write of `pages` pages with one imm each;
   // checks bytes, the exact count, and that nothing else was touched.
   void paged_into_parent(const EngineConfig& cfg, std::uint32_t pages, std::uint64_t page_length) {
@@ -201,9 +208,7 @@ TEST_F(VerbsTest, QueuePairErrorFailsItsRequestThenTheNextRequestReconnects) {
   ASSERT_EQ(bad_target.imm_arrivals(kImm, 1), 1u);
 
   const MrDesc& real = bad_target.dst();
-  std::vector<RemoteKey> keys(real.keys().begin(), real.keys().end());
-  for (auto& key : keys) key.rkey ^= 0x5a5a00;
-  auto forged = MrDesc::make(real.owner(), real.base(), real.size(), keys);
+  auto forged = with_forged_keys(real);
   ASSERT_OK(forged);
 
   SingleWrite w;
@@ -229,6 +234,49 @@ TEST_F(VerbsTest, QueuePairErrorFailsItsRequestThenTheNextRequestReconnects) {
   engine->stop();
   EXPECT_TRUE(bad_target.finish());
   EXPECT_TRUE(good_target.finish());
+}
+
+// WRITEs go out in chains of up to four and only a chain's last one is
+// signalled (docs/verbs.md). A scatter of four slices to one peer is one
+// chain; one slice carries a forged key. Whatever its place, the request must
+// fail with the remote access error (every WRITE of the chain accounted for:
+// a lost one would leave it to request_timeout), the slices before it land,
+// none after it does, and the next request reconnects.
+TEST_F(VerbsTest, AForgedKeyAnywhereInAChainFailsItsRequestAndOnlyTheWritesBeforeItLand) {
+  constexpr std::uint64_t kSlice = 4096;
+  RemoteTarget target(config(), kRegion);
+  ASSERT_ENGINE(engine, config());
+  std::vector<std::byte> src(kRegion, std::byte{0x46});
+  auto reg = engine->reg_mr(src.data(), src.size());
+  ASSERT_OK(reg);
+  ASSERT_TRUE(target.connect());
+  ASSERT_OK(write(*engine, reg->handle, target.dst(), 1024));
+  ASSERT_EQ(target.imm_arrivals(kImm, 1), 1u);
+
+  const MrDesc& real = target.dst();
+  auto forged = with_forged_keys(real);
+  ASSERT_OK(forged);
+
+  for (std::uint64_t bad = 0; bad < 4; ++bad) {
+    Scatter s;
+    s.src = reg->handle;
+    s.imm = kImm;
+    for (std::uint64_t i = 0; i < 4; ++i) {
+      s.slices.push_back({i == bad ? *forged : real, kSlice, i * kSlice, i * kSlice});
+    }
+    auto failed = std::make_shared<CompletionFlag>();
+    ASSERT_OK(engine->submit_scatter(s, failed));
+    const Status st = failed->wait(kWait);
+    ASSERT_TRUE(failed->done()) << "forged slice " << bad << ": the scatter never completed";
+    EXPECT_EQ(st.code(), Errc::provider) << "forged slice " << bad << ": " << st.to_string();
+    EXPECT_NE(st.message().find("remote access error"), std::string::npos)
+        << "forged slice " << bad << ": " << st.to_string();
+    EXPECT_EQ(target.imm_arrivals(kImm, bad), bad) << "slices landed before forged slice " << bad;
+    ASSERT_OK(write(*engine, reg->handle, target.dst(), kSlice)) << "after forged slice " << bad;
+    EXPECT_EQ(target.imm_arrivals(kImm, 1), 1u) << "after forged slice " << bad;
+  }
+  engine->stop();
+  EXPECT_TRUE(target.finish());
 }
 
 }  // namespace
