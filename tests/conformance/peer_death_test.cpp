@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "expected_failure.hpp"
 #include "fabric_test/data.hpp"
 #include "fabric_test/sync.hpp"
 #include "fabric_test/victim.hpp"
@@ -394,6 +395,22 @@ class LiveWriter {
     return ::testing::AssertionSuccess();
   }
 
+  // After wait() failed: the last write and send were each reported, bounded by
+  // request_timeout, and whichever failed says why.
+  ::testing::AssertionResult reported() const {
+    for (const auto& [what, flag] : {std::pair{"write", written_}, std::pair{"send", sent_}}) {
+      (void)flag->wait(kWait);
+      if (!flag->done()) {
+        return ::testing::AssertionFailure() << "the live " << what << " was never reported";
+      }
+      if (flag->status().ok()) continue;
+      if (auto clear = reported_as_failure(flag->status()); !clear) {
+        return clear << " (live " << what << ")";
+      }
+    }
+    return ::testing::AssertionSuccess();
+  }
+
   // The live peer's view: every imm and message arrived, every byte right.
   ::testing::AssertionResult verify() {
     auto r = live_.round(pending_imms_, messages_);
@@ -437,12 +454,27 @@ EngineConfig death_config(const std::string& provider) {
   return config;
 }
 
-// The peer that gets SIGSTOPped polls rarely while idle (fabric_test/victim.hpp).
+// Receives a frozen verbs victim keeps posted for immediates.
+constexpr std::uint32_t kFrozenVictimImmReceives = 16;
+
+// The settings of a peer that gets SIGSTOPped: it polls rarely while idle
+// (fabric_test/victim.hpp), and on verbs it has few receives for immediates.
+// There its NIC keeps taking WRITEs while its process is stopped, so what was
+// still outstanding when it was killed depended on how fast rxe ran (none of
+// the 128 requests on a fast machine). Its receives used up and not replaced,
+// the writer's RNR retries (rnr_retry 7: without end) hold the rest back, as
+// a stopped receiving process does on the other providers.
+EngineConfig frozen_victim_config(const EngineConfig& cfg) {
+  EngineConfig config = test::victim_config(cfg);
+  if (config.provider == "verbs") config.verbs.imm_recv_depth = kFrozenVictimImmReceives;
+  return config;
+}
+
 using PeerDeathTest = ProviderTest;
 
 TEST_P(PeerDeathTest, OutstandingRequestsToAKilledPeerFailInBoundedTimeWhileOthersServe) {
   const EngineConfig cfg = death_config(provider());
-  Peer victim(test::victim_config(cfg), false);
+  Peer victim(frozen_victim_config(cfg), false);
   Peer live(cfg, false);
   Peer restarted(cfg, true);
 
@@ -483,12 +515,16 @@ TEST_P(PeerDeathTest, OutstandingRequestsToAKilledPeerFailInBoundedTimeWhileOthe
   if (outstanding.empty() && provider() == "shm") {
     // Which protocol shm uses towards a peer depends on timing at first
     // contact; over its CMA path the writer copies into the stopped peer's
-    // memory itself, so nothing is left outstanding to fail.
-    GTEST_SKIP() << "shm completed all " << outcomes.size()
-                 << " requests to the stopped peer before the kill; nothing to test this time";
+    // memory itself, so nothing is left outstanding to fail. The rest (the
+    // live peer served across the kill, the restarted peer reached) is still
+    // checked.
+    std::printf("[peer-death] provider=shm completed all %zu requests to the stopped peer "
+                "before the kill (CMA); no request is left to fail this run\n",
+                outcomes.size());
+  } else {
+    ASSERT_FALSE(outstanding.empty())
+        << "every request to the frozen peer had completed before it was killed; nothing to test";
   }
-  ASSERT_FALSE(outstanding.empty())
-      << "every request to the frozen peer had completed before it was killed; nothing to test";
   // A write and a send to the live peer are in flight while the victim dies.
   ASSERT_TRUE(writer.submit(1, 101));
   const auto killed_at = Clock::now();
@@ -538,6 +574,7 @@ TEST_P(PeerDeathTest, OutstandingRequestsToAKilledPeerFailInBoundedTimeWhileOthe
     last = std::max(last, took);
     ++per_kind[std::string(kind_name(o->kind)) + " " + std::string(errc_name(o->code))];
   }
+  if (outstanding.empty()) first = Clock::duration::zero();
   // On verbs the target's NIC (here rxe in its kernel) accepts WRITEs and
   // SENDs into posted buffers while its process is stopped: requests delivered
   // before the kill rightly succeed. Elsewhere the peer's process does the
@@ -586,10 +623,12 @@ TEST_P(PeerDeathTest, OutstandingRequestsToAKilledPeerFailInBoundedTimeWhileOthe
     // before answering holds back every later non-inline completion, to any
     // peer, until the endpoint is closed. The requests above all failed in
     // bounded time; serving other peers afterwards is what shm cannot do.
-    RecordProperty("skipped_because", provider_wedged);
-    GTEST_SKIP() << "shm: after the peer died, a 64 KiB write to a live peer never completed ("
-                 << provider_wedged << "); the dead peer's " << outstanding.size()
-                 << " requests did fail within " << ms(last) << " ms";
+    record_expected_failure(
+        "shm", "after the peer died, a 64 KiB write to a live peer never completed (" +
+                   provider_wedged + "); the dead peer's " + std::to_string(outstanding.size()) +
+                   " requests did fail within " + std::to_string(ms(last)) + " ms");
+    EXPECT_TRUE(writer.reported()) << "the live write and send the wedged endpoint holds";
+    return;
   }
 
 
@@ -729,9 +768,14 @@ TEST_P(PeerDeathTest, AWriterKilledMidStreamLeavesItsTargetHealthy) {
   if (!write_status->ok() && provider() == "shm") {
     // libfabric 1.17's shm: a writer killed in the middle of a transfer can
     // leave the target's endpoint unable to serve anyone else (the receiving
-    // side of ofiwg/libfabric#9853). Seen twice in about 15 runs here.
-    GTEST_SKIP() << "shm: after a writer was killed mid-stream, the next writer's write to "
-                 << "this engine did not complete (" << write_status->to_string() << ")";
+    // side of ofiwg/libfabric#9853), or hold the lock of this engine's shm
+    // region that the next writer's post must take (docs/reliability.md#shm-locks):
+    // then that writer's worker waits in the provider and not even its
+    // request_timeout is kept. Seen in 3 of about 18 runs here.
+    record_expected_failure("shm", "after a writer was killed mid-stream, the next writer's "
+                                   "write to this engine did not complete (" +
+                                       write_status->to_string() + ")");
+    return;
   }
   EXPECT_OK(*write_status);
   auto send_status = after.channel().recv_status(kWait);
@@ -765,7 +809,7 @@ void stop_with_work_outstanding(const std::string& provider, bool kill_first) {
   EngineConfig cfg = death_config(provider);
   // Far beyond the test: only stop() may settle the requests.
   cfg.request_timeout = std::chrono::seconds(60);
-  Peer victim(test::victim_config(cfg), false);
+  Peer victim(frozen_victim_config(cfg), false);
 
   ASSERT_ENGINE(engine, cfg);
   std::vector<std::byte> src(kRegion);
