@@ -27,6 +27,7 @@ Status DomainGroup::adopt(std::vector<std::unique_ptr<domain::Domain>> domains) 
   if (domains.empty()) return {Errc::provider, "the backend opened no Domain for this group"};
   domains_ = std::move(domains);
   tx_in_flight_.assign(domains_.size(), 0);
+  tx_posted_.assign(domains_.size(), 0);
   tx_depth_.assign(domains_.size(), 0);
   peer_progress_.assign(domains_.size(), {});
   for (std::size_t d = 0; d < domains_.size(); ++d) tx_depth_[d] = domains_[d]->limits().tx_depth;
@@ -133,7 +134,7 @@ Status DomainGroup::fence_peer(const NetAddr& peer) {
 Status DomainGroup::post_send(domain::PeerHandle peer, const void* buf, std::size_t len,
                               void* desc, domain::Token token) {
   Status st = domains_[0]->post_send(peer, buf, len, desc, token);
-  if (st.ok()) ++tx_in_flight_[0];
+  if (st.ok()) took(0);
   return st;
 }
 

@@ -66,13 +66,20 @@ class DomainGroup {
   // Inline: it runs once per WRITE.
   Status post_write(std::size_t d, const domain::WriteDesc& w) {
     Status st = domains_[d]->post_write(w);
-    if (st.ok()) ++tx_in_flight_[d];
+    if (st.ok()) took(d);
     return st;
   }
   Status post_read(std::size_t d, const domain::ReadDesc& r) {
     Status st = domains_[d]->post_read(r);
-    if (st.ok()) ++tx_in_flight_[d];
+    if (st.ok()) took(d);
     return st;
+  }
+  // Operations Domain d's provider took, and of those how many it has given back: an operation
+  // posted as the n-th has every one posted before it completed, in whatever order, once the
+  // completions reach n - 1 (Worker::expire_stalled).
+  [[nodiscard]] std::uint64_t posted(std::size_t d) const noexcept { return tx_posted_[d]; }
+  [[nodiscard]] std::uint64_t completions(std::size_t d) const noexcept {
+    return tx_posted_[d] - tx_in_flight_[d];
   }
   Status post_send(domain::PeerHandle peer, const void* buf, std::size_t len, void* desc,
                    domain::Token token);
@@ -96,8 +103,14 @@ class DomainGroup {
   void close_endpoints();
 
  private:
+  void took(std::size_t d) noexcept {
+    ++tx_in_flight_[d];
+    ++tx_posted_[d];
+  }
+
   std::vector<std::unique_ptr<domain::Domain>> domains_;
   std::vector<std::uint32_t> tx_in_flight_;  // per Domain
+  std::vector<std::uint64_t> tx_posted_;     // per Domain, since adopt()
   std::vector<std::uint32_t> tx_depth_;      // per Domain: its limits().tx_depth, read once
   // Per Domain: when each peer last completed an operation of ours. A request waiting behind
   // others to the same peer (a deep window on a slow link) is not stalled while they complete.

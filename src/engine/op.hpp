@@ -94,6 +94,14 @@ struct Op {
   PostTiming timing;       // stamped only when record_post_timings is on
   std::uint64_t submitted_ns = 0;  // when submit_* accepted it (EngineConfig::metrics), else 0
   std::chrono::steady_clock::time_point last_progress;
+  // Where its latest operation was posted, and how many the Domain's provider had taken before
+  // it: the provider holds the request only once as many have completed as were ahead of it
+  // (a deep window drains in order of posting, not within request_timeout). ahead_drained is
+  // when they were first seen completed: kNotDrained until then, min() if none were ahead.
+  static constexpr auto kNotDrained = std::chrono::steady_clock::time_point::max();
+  std::uint32_t queue_domain = 0;
+  std::uint64_t posted_ahead = 0;
+  std::chrono::steady_clock::time_point ahead_drained = kNotDrained;
   Status error;
   OpPool* pool = nullptr;  // where the op goes back when it is done
   Op* next_submitted = nullptr;  // link in the worker's SubmissionQueue until started

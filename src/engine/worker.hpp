@@ -155,8 +155,9 @@ class Worker {
   [[nodiscard]] bool targets_refusing_peer(const Op* op) const;
   // Moves the n requests at the front of pending_ to its back (their order kept).
   void rotate_pending(std::size_t n);
-  // Counts a WRITE or SEND the provider took (and stamps PostTiming when asked).
-  void note_posted(Op* op);
+  // Counts a WRITE or SEND the provider took on `domain`, and notes how many it took there
+  // before it (held_by_provider); stamps PostTiming when asked.
+  void note_posted(Op* op, std::uint32_t domain);
   // The op's peer `peer` (0, or a scatter's or barrier's index) refused a post with an error,
   // or answered nothing for request_timeout: it counts as lost (PeerIndex::lost). Failure
   // paths only.
@@ -226,6 +227,9 @@ class Worker {
   // oldest first, linked by Op::next_submitted; empty once shutdown_sequence() has run.
   Op* taken_ = nullptr;
   [[nodiscard]] std::chrono::steady_clock::time_point last_heard(const Op* op) const;
+  // Whether a posted request's provider keeps it (kHeldByProviderTimeouts); notes when the
+  // operations posted before its latest one have drained.
+  [[nodiscard]] bool held_by_provider(Op* op, std::chrono::steady_clock::time_point now) const;
   Registrar registrar_;
   Receives receives_;
   RequestMetrics request_metrics_;

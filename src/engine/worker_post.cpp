@@ -201,7 +201,7 @@ bool Worker::post_rma(Op* op, std::uint32_t max_wrs, Describe&& describe) {
     w.peer = op->peers[std::size_t{to.peer} * k + to.domain];
     Status st = post_one(domains_, to.domain, w);
     if (st.ok()) [[likely]] {
-      note_posted(op);
+      note_posted(op, to.domain);
       if (slice_.after_post(w.length)) return true;  // the rest waits for the next pass
       continue;
     }
@@ -234,7 +234,7 @@ bool Worker::post_send_op(Op* op) {
   void* desc = staging_ ? staging_->desc() : nullptr;
   Status st = domains_.post_send(op->peers[0], buf, plan.message.size(), desc, op_token(op));
   if (st.ok()) {
-    note_posted(op);
+    note_posted(op, 0);
     (void)slice_.after_post(plan.message.size());
     return true;
   }
@@ -247,8 +247,13 @@ bool Worker::post_send_op(Op* op) {
   return true;
 }
 
-void Worker::note_posted(Op* op) {
+void Worker::note_posted(Op* op, std::uint32_t domain) {
   ++op->posted;
+  op->queue_domain = domain;
+  op->posted_ahead = domains_.posted(domain) - 1;
+  op->ahead_drained = domains_.completions(domain) >= op->posted_ahead
+                          ? std::chrono::steady_clock::time_point::min()
+                          : Op::kNotDrained;
   if (config_.metrics && op->fully_posted()) request_metrics_.posted(*op, now_ns());
   if (!config_.record_post_timings) [[likely]] return;
   const std::uint64_t t = now_ns();
