@@ -23,6 +23,12 @@ struct VerbsConfig {
   std::optional<std::uint32_t> max_mtu;
   // Work requests each RC queue pair may have outstanding.
   std::uint32_t send_queue_depth = 512;
+  // WRITEs and SENDs of at most this many bytes from host memory carry their
+  // data inside the work request (IBV_SEND_INLINE): the CPU copies it when
+  // posting and the device skips a DMA read of the buffer, which is most of a
+  // small write's cost. The device may grant more; one that refuses gets 0
+  // and every write goes by DMA. GPU memory is never inlined. 0: off.
+  std::uint32_t max_inline_data = 128;
   // Receive work requests kept posted for WRITE_WITH_IMM arrivals (shared by
   // every peer). A burst beyond it is held back by the sender's RNR retries,
   // never dropped.

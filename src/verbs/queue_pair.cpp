@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "verbs/verbs_error.hpp"
 
@@ -32,7 +33,8 @@ Status modify(ibv_qp* qp, ibv_qp_attr& attr, int mask, std::string_view state) {
 
 }  // namespace
 
-Result<QpPtr> create_rc_qp(ibv_pd* pd, ibv_cq* cq, ibv_srq* srq, std::uint32_t send_depth) {
+Result<RcQp> create_rc_qp(ibv_pd* pd, ibv_cq* cq, ibv_srq* srq, std::uint32_t send_depth,
+                          std::uint32_t max_inline) {
   ibv_qp_init_attr init{};
   init.send_cq = cq;
   init.recv_cq = cq;
@@ -40,11 +42,19 @@ Result<QpPtr> create_rc_qp(ibv_pd* pd, ibv_cq* cq, ibv_srq* srq, std::uint32_t s
   init.qp_type = IBV_QPT_RC;
   init.cap.max_send_wr = send_depth;
   init.cap.max_send_sge = 1;
+  init.cap.max_inline_data = max_inline;
   // Each work request says whether it is signalled: WRITE chains signal their last entry only.
   init.sq_sig_all = 0;
   QpPtr qp(ibv_create_qp(pd, &init));
   if (!qp) return verbs_error("ibv_create_qp(RC)", errno);
-  return qp;
+  // ibv_create_qp writes back the capabilities it granted.
+  return RcQp{std::move(qp), max_inline > 0 ? init.cap.max_inline_data : 0};
+}
+
+std::uint32_t probe_inline_limit(ibv_pd* pd, ibv_cq* cq, ibv_srq* srq, std::uint32_t wanted) {
+  if (wanted == 0) return 0;
+  auto probe = create_rc_qp(pd, cq, srq, 1, wanted);
+  return probe ? probe->max_inline : 0;
 }
 
 Status connect_rc_qp(ibv_qp* qp, const LocalPort& local, const RemoteEnd& remote,

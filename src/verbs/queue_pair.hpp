@@ -33,7 +33,18 @@ struct RemoteEnd {
 // message is what binds it to one Domain).
 inline constexpr std::uint32_t kHandshakeQkey = 0x46564831;
 
-Result<QpPtr> create_rc_qp(ibv_pd* pd, ibv_cq* cq, ibv_srq* srq, std::uint32_t send_depth);
+// An RC queue pair and the bytes of data its work requests may carry inline (the device may
+// grant more than asked for).
+struct RcQp {
+  QpPtr qp;
+  std::uint32_t max_inline = 0;
+};
+Result<RcQp> create_rc_qp(ibv_pd* pd, ibv_cq* cq, ibv_srq* srq, std::uint32_t send_depth,
+                          std::uint32_t max_inline);
+// What create_rc_qp grants on this device for `wanted` inline bytes: the device's own value, or
+// 0 where it refuses inline data of that size (some refuse any request above their limit
+// rather than clamp it).
+std::uint32_t probe_inline_limit(ibv_pd* pd, ibv_cq* cq, ibv_srq* srq, std::uint32_t wanted);
 // INIT → RTR → RTS in one go: our side is usable once this returns.
 Status connect_rc_qp(ibv_qp* qp, const LocalPort& local, const RemoteEnd& remote,
                      std::uint32_t local_psn, const VerbsConfig& config);

@@ -108,6 +108,14 @@ Status VerbsDomain::init(const VerbsConfig& config, std::size_t domain_index) {
   for (std::uint32_t i = 0; i < config_.imm_recv_depth; ++i) {
     if (auto st = post_imm_recv(i); !st.ok()) return st;
   }
+  // Asked once here, so that every queue pair asks for what this device grants.
+  const std::uint32_t wanted_inline = config_.max_inline_data;
+  config_.max_inline_data =
+      probe_inline_limit(pd_.get(), cq_.get(), imm_srq_.get(), wanted_inline);
+  if (config_.max_inline_data < wanted_inline) {
+    log::info("verbs: {} takes {} bytes inline of the {} asked for", port_.info.device,
+              config_.max_inline_data, wanted_inline);
+  }
   auto channel = HandshakeChannel::open(ctx, pd_.get(), local_);
   if (!channel) return channel.status();
   handshake_ = std::move(channel).value();
@@ -122,7 +130,7 @@ Status VerbsDomain::init(const VerbsConfig& config, std::size_t domain_index) {
 
   limits_.tx_depth = config_.tx_depth;
   limits_.rx_depth = config_.recv_depth;
-  limits_.inject_size = 0;
+  limits_.inject_size = config_.max_inline_data;
   limits_.needs_local_desc = true;
   limits_.provider = "verbs";
   limits_.reads = true;

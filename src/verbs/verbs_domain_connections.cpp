@@ -18,9 +18,11 @@ Result<std::unique_ptr<Connection>> VerbsDomain::new_connection(Peer& peer, bool
   conn->peer = &peer;
   for (Lane* lane : {&conn->msg, &conn->write}) {
     ibv_srq* srq = lane == &conn->msg ? msg_srq_.get() : imm_srq_.get();
-    auto qp = create_rc_qp(pd_.get(), cq_.get(), srq, config_.send_queue_depth);
+    auto qp = create_rc_qp(pd_.get(), cq_.get(), srq, config_.send_queue_depth,
+                           config_.max_inline_data);
     if (!qp) return qp.status();
-    lane->qp = std::move(qp).value();
+    lane->qp = std::move(qp->qp);
+    lane->max_inline = qp->max_inline;
     lane->psn = next_psn_;
     next_psn_ = (next_psn_ + 0x10000) & 0xffffff;
   }

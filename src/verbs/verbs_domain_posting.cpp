@@ -75,6 +75,15 @@ Status VerbsDomain::post_send(domain::PeerHandle handle, const void* buf, std::s
   return queue_request(**peer, {QueuedRequest::Kind::send, q, nullptr});
 }
 
+// Small WRITEs and SENDs from host memory carry their bytes in the work request: the device
+// then reads no buffer, and the lkey is not used. GPU memory goes by DMA (the CPU cannot read it).
+namespace {
+unsigned inline_flag(const Lane& lane, std::size_t length, void* desc) {
+  const bool inlined = length > 0 && length <= lane.max_inline && host_memory(desc);
+  return inlined ? static_cast<unsigned>(IBV_SEND_INLINE) : 0U;
+}
+}  // namespace
+
 // The write lane's next chain entry with its buffer and a TxSlot; the caller sets the opcode and
 // the remote end, then calls chained().
 ibv_send_wr& VerbsDomain::next_in_chain(Connection& conn, const void* local, std::size_t length,
@@ -109,6 +118,7 @@ Status VerbsDomain::post_write_on(Connection& conn, const domain::WriteDesc& w) 
   if (conn.write.outstanding >= config_.send_queue_depth) return {Errc::again, {}};
   ibv_send_wr& wr = next_in_chain(conn, w.local, w.length, w.local_desc, w.token);
   wr.opcode = w.imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+  wr.send_flags |= inline_flag(conn.write, w.length, w.local_desc);
   if (w.imm) wr.imm_data = htonl(*w.imm);
   wr.wr.rdma.remote_addr = w.remote_addr;
   wr.wr.rdma.rkey = static_cast<std::uint32_t>(w.rkey);
@@ -141,7 +151,7 @@ Status VerbsDomain::post_send_on(Connection& conn, const void* buf, std::size_t 
   wr.sg_list = length > 0 ? &sge : nullptr;
   wr.num_sge = length > 0 ? 1 : 0;
   wr.opcode = IBV_WR_SEND;
-  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.send_flags = IBV_SEND_SIGNALED | inline_flag(lane, length, desc);
   ibv_send_wr* bad = nullptr;
   if (int rc = ibv_post_send(lane.qp.get(), &wr, &bad); rc != 0) {
     free_tx_.push_back(slot);

@@ -16,14 +16,15 @@ namespace fabric::verbs {
 namespace {
 class VerbsMemoryRegion final : public domain::MemoryRegion {
  public:
-  explicit VerbsMemoryRegion(MrPtr mr) : mr_(std::move(mr)) {}
-  [[nodiscard]] void* local_desc() const noexcept override { return desc_of(mr_->lkey); }
+  VerbsMemoryRegion(MrPtr mr, bool host) : mr_(std::move(mr)), host_(host) {}
+  [[nodiscard]] void* local_desc() const noexcept override { return desc_of(mr_->lkey, host_); }
   [[nodiscard]] RemoteKey remote_key() const noexcept override {
     return {reinterpret_cast<std::uint64_t>(mr_->addr), mr_->rkey};
   }
 
  private:
   MrPtr mr_;
+  bool host_;
 };
 
 }  // namespace
@@ -43,7 +44,7 @@ Result<std::unique_ptr<domain::MemoryRegion>> VerbsDomain::register_memory(
     if (mr) {
       log::info("verbs: registered {} bytes of {} memory via dma-buf", length,
                 span.device.to_string());
-      return std::unique_ptr<domain::MemoryRegion>(new VerbsMemoryRegion(std::move(mr)));
+      return std::unique_ptr<domain::MemoryRegion>(new VerbsMemoryRegion(std::move(mr), span.device.is_host()));
     }
     log::info("verbs: ibv_reg_dmabuf_mr failed ({}); trying nvidia-peermem (ibv_reg_mr)",
               std::strerror(errno));
@@ -63,7 +64,7 @@ Result<std::unique_ptr<domain::MemoryRegion>> VerbsDomain::register_memory(
     log::info("verbs: registered {} bytes of {} memory via nvidia-peermem", length,
               span.device.to_string());
   }
-  return std::unique_ptr<domain::MemoryRegion>(new VerbsMemoryRegion(std::move(mr)));
+  return std::unique_ptr<domain::MemoryRegion>(new VerbsMemoryRegion(std::move(mr), span.device.is_host()));
 }
 
 }  // namespace fabric::verbs

@@ -8,7 +8,7 @@ ibv_devinfo -l
 "$build_dir/tools/fabric-info" || true
 echo "== conformance suite on verbs + verbs-only tests"
 "$build_dir/tests/conformance/fabric_conformance_tests" \
-  --gtest_filter='*/verbs:*/verbs_k*:*/verbs_?g?d:VerbsTest.*:VerbsFenceTest.*'
+  --gtest_filter='*/verbs:*/verbs_k*:*/verbs_?g?d:VerbsTest.*:VerbsInlineTest.*:VerbsFenceTest.*'
 echo "== kv: a prefiller stopped mid-request is fenced (RC queue pairs to the error state)"
 "$build_dir/tests/kv/fabric_kv_cluster_tests" --gtest_filter='Verbs/KvFence.*'
 echo "== fabric-bench smoke on verbs (data verified; figures not judged)"

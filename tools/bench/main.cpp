@@ -115,6 +115,9 @@ int main(int argc, char** argv) {
   app.add_option("--verbs-ack-timeout", opt.verbs_ack_timeout,
                  "RC ACK timeout exponent of both sides, 4.096 us * 2^N (VerbsConfig::ack_timeout)")
       ->check(CLI::Range(1u, 31u));
+  app.add_option("--verbs-max-inline", opt.verbs_max_inline,
+                 "bytes a small WRITE from host memory carries in its work request, both sides "
+                 "(VerbsConfig::max_inline_data; 0: off)");
   app.add_option("--request-timeout-ms", opt.request_timeout_ms,
                  "fail a request after this long without a completion of its own (default: the "
                  "engine's, 60 s with --nics); for slow emulated NICs");

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,8 @@ struct Options {
   std::uint32_t request_timeout_ms = 0;
   // VerbsConfig::ack_timeout of both sides (--backend verbs); 0 keeps the default.
   std::uint32_t verbs_ack_timeout = 0;
+  // VerbsConfig::max_inline_data of both sides; unset keeps the default.
+  std::optional<std::uint32_t> verbs_max_inline;
   // Bytes each measured round moves (0: 1 GiB, 16 MiB with --quick); a
   // rate-limited NIC needs smaller rounds to finish in reasonable time.
   std::uint64_t round_mib = 0;

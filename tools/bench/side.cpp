@@ -65,6 +65,7 @@ fabric::EngineConfig engine_config(const SideConfig& cfg) {
   if (cfg.verbs_ack_timeout != 0) {
     c.verbs.ack_timeout = static_cast<std::uint8_t>(cfg.verbs_ack_timeout);
   }
+  if (cfg.verbs_max_inline) c.verbs.max_inline_data = *cfg.verbs_max_inline;
   return c;
 }
 

@@ -39,6 +39,7 @@ struct SideConfig {
   // EngineConfig::request_timeout in ms; 0: the engine's default (60 s with nics).
   std::uint32_t request_timeout_ms = 0;
   std::uint32_t verbs_ack_timeout = 0;  // VerbsConfig::ack_timeout; 0: the default
+  std::optional<std::uint32_t> verbs_max_inline;  // VerbsConfig::max_inline_data; unset: default
   // > 1: EngineConfig::groups of that many groups, `nics` split evenly among them, and the
   // buffer registered on every group; single writes take the groups in turn.
   std::uint32_t groups = 1;

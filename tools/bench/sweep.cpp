@@ -450,6 +450,7 @@ static SideConfig side_config(const Options& opt) {
   cfg.metrics = opt.metrics;
   cfg.verbs = opt.backend == "verbs";
   cfg.verbs_ack_timeout = opt.verbs_ack_timeout;
+  cfg.verbs_max_inline = opt.verbs_max_inline;
   cfg.nics = opt.nics;
   cfg.groups = opt.groups;
   cfg.request_timeout_ms = opt.request_timeout_ms;
