@@ -29,7 +29,11 @@ std::string shell_quote(const std::string& s) {
 
 std::string join(const std::set<std::uint64_t>& values) {
   std::string out;
-  for (const std::uint64_t v : values) out += (out.empty() ? "" : ",") + std::to_string(v);
+  // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive) on "," + to_string().
+  for (const std::uint64_t v : values) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(v);
+  }
   return out;
 }
 
