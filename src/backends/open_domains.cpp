@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <mutex>
-
 #include "cuda/driver.hpp"
 #include "backends/nic_choice.hpp"
 #include "libfabric/fi_domain.hpp"
@@ -12,15 +10,6 @@
 namespace fabric::domain {
 
 namespace {
-
-std::mutex g_decorator_mutex;
-DomainDecorator g_decorator;
-
-// Copied under the lock so a test resetting the hook cannot race an opening engine.
-DomainDecorator current_decorator() {
-  std::lock_guard lock(g_decorator_mutex);
-  return g_decorator;
-}
 
 Result<OpenedDomains> open_backend(const EngineConfig& config, std::size_t group) {
   auto nics = resolve_nics(config, group);
@@ -69,16 +58,12 @@ Result<OpenedDomains> open_backend(const EngineConfig& config, std::size_t group
 
 }  // namespace
 
-void set_test_decorator(DomainDecorator decorator) {
-  std::lock_guard lock(g_decorator_mutex);
-  g_decorator = std::move(decorator);
-}
-
 Result<OpenedDomains> open_domains(const EngineConfig& config, std::size_t group) {
   auto opened = open_backend(config, group);
   if (!opened) return opened;
-  if (auto decorate = current_decorator()) {
-    for (auto& d : opened->domains) d = decorate(std::move(d));
+  // Null unless a test-doubles library is linked (open_domains.hpp).
+  if (decorate_for_test != nullptr) {
+    for (auto& d : opened->domains) d = decorate_for_test(std::move(d));
   }
   return opened;
 }

@@ -1,7 +1,6 @@
 #pragma once
 // Opens the Domains of one group for the configured backend.
 
-#include <functional>
 #include <memory>
 #include <vector>
 
@@ -21,11 +20,11 @@ struct OpenedDomains {
 // TransferEngine::create() has checked config.domains_per_group (1..NetAddr::kMaxDomains).
 Result<OpenedDomains> open_domains(const EngineConfig& config, std::size_t group = 0);
 
-// TEST-ONLY. When set, open_domains() passes every Domain it opens through
-// this function and uses what it returns (e.g. a ReorderingDomain around it).
-// Process-wide; affects engines created after the call; an empty function
-// (the default) turns it off. Production code never sets it.
-using DomainDecorator = std::function<std::unique_ptr<Domain>(std::unique_ptr<Domain>)>;
-void set_test_decorator(DomainDecorator decorator);
+// The seam through which tests wrap the Domains an engine opens (a ReorderingDomain, a
+// FakeDomain in place of the real one). The production library only declares it, weak: it is
+// defined by the test doubles library (tests/support/doubles/domain_decorator.cpp, whose
+// set_test_decorator() sets it up), so a program that does not link that holds no hook, no
+// state and no lock, and open_domains() returns what it opened.
+[[gnu::weak]] std::unique_ptr<Domain> decorate_for_test(std::unique_ptr<Domain> opened);
 
 }  // namespace fabric::domain

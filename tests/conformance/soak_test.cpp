@@ -26,7 +26,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "backends/open_domains.hpp"
+#include "doubles/domain_decorator.hpp"
 #include "doubles/reordering_domain.hpp"
 #include "fabric_test/sync.hpp"
 #include "fixture.hpp"

@@ -10,7 +10,7 @@
 #include <memory>
 #include <vector>
 
-#include "backends/open_domains.hpp"
+#include "doubles/domain_decorator.hpp"
 #include "counting_target.hpp"
 #include "doubles/forwarding_domain.hpp"
 #include "fabric_test/data.hpp"

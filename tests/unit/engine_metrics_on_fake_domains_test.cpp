@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "backends/open_domains.hpp"
+#include "doubles/domain_decorator.hpp"
 #include "doubles/fake_domain.hpp"
 #include "fabric/fabric.hpp"
 

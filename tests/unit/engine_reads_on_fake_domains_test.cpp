@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "backends/open_domains.hpp"
+#include "doubles/domain_decorator.hpp"
 #include "doubles/fake_domain.hpp"
 #include "fabric/fabric.hpp"
 

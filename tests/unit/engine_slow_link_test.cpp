@@ -15,7 +15,7 @@
 #include <memory>
 #include <vector>
 
-#include "backends/open_domains.hpp"
+#include "doubles/domain_decorator.hpp"
 #include "doubles/forwarding_domain.hpp"
 #include "fabric/fabric.hpp"
 

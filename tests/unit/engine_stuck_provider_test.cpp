@@ -10,7 +10,7 @@
 #include <mutex>
 #include <vector>
 
-#include "backends/open_domains.hpp"
+#include "doubles/domain_decorator.hpp"
 #include "doubles/forwarding_domain.hpp"
 #include "engine/abandoned.hpp"
 #include "fabric/fabric.hpp"

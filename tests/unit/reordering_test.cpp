@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "backends/open_domains.hpp"
+#include "doubles/domain_decorator.hpp"
 #include "doubles/reordering_domain.hpp"
 #include "fabric/fabric.hpp"
 

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "backends/open_domains.hpp"
+#include "doubles/domain_decorator.hpp"
 #include "domain/domain.hpp"
 
 namespace fabric::domain {
