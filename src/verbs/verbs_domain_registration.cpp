@@ -44,7 +44,8 @@ Result<std::unique_ptr<domain::MemoryRegion>> VerbsDomain::register_memory(
     if (mr) {
       log::info("verbs: registered {} bytes of {} memory via dma-buf", length,
                 span.device.to_string());
-      return std::unique_ptr<domain::MemoryRegion>(new VerbsMemoryRegion(std::move(mr), span.device.is_host()));
+      return std::unique_ptr<domain::MemoryRegion>(
+          new VerbsMemoryRegion(std::move(mr), /*host=*/false));
     }
     log::info("verbs: ibv_reg_dmabuf_mr failed ({}); trying nvidia-peermem (ibv_reg_mr)",
               std::strerror(errno));
@@ -64,7 +65,8 @@ Result<std::unique_ptr<domain::MemoryRegion>> VerbsDomain::register_memory(
     log::info("verbs: registered {} bytes of {} memory via nvidia-peermem", length,
               span.device.to_string());
   }
-  return std::unique_ptr<domain::MemoryRegion>(new VerbsMemoryRegion(std::move(mr), span.device.is_host()));
+  return std::unique_ptr<domain::MemoryRegion>(
+      new VerbsMemoryRegion(std::move(mr), span.device.is_host()));
 }
 
 }  // namespace fabric::verbs

@@ -1,4 +1,4 @@
-// The strong definition of the seam open_domains.hpp declares weak, and its setter.
+// The definition of the seam that open_domains.hpp only declares (weak), and its setter.
 
 #include "doubles/domain_decorator.hpp"
 
