@@ -30,7 +30,6 @@ struct Lane {
   QpPtr qp;
   std::uint32_t psn = 0;
   std::uint32_t outstanding = 0;  // posted or chained, not yet completed
-  std::uint32_t max_inline = 0;   // bytes a work request may carry inline (create_rc_qp)
   std::array<ibv_send_wr, kMaxChain> chain{};
   std::array<ibv_sge, kMaxChain> sges{};
   std::size_t chained = 0;

@@ -22,7 +22,6 @@ Result<std::unique_ptr<Connection>> VerbsDomain::new_connection(Peer& peer, bool
                            config_.max_inline_data);
     if (!qp) return qp.status();
     lane->qp = std::move(qp->qp);
-    lane->max_inline = qp->max_inline;
     lane->psn = next_psn_;
     next_psn_ = (next_psn_ + 0x10000) & 0xffffff;
   }

@@ -77,9 +77,10 @@ Status VerbsDomain::post_send(domain::PeerHandle handle, const void* buf, std::s
 
 // Small WRITEs and SENDs from host memory carry their bytes in the work request: the device
 // then reads no buffer, and the lkey is not used. GPU memory goes by DMA (the CPU cannot read it).
+// `limit` is what the device granted at open; every queue pair asks for exactly that.
 namespace {
-unsigned inline_flag(const Lane& lane, std::size_t length, void* desc) {
-  const bool inlined = length > 0 && length <= lane.max_inline && host_memory(desc);
+unsigned inline_flag(std::uint32_t limit, std::size_t length, void* desc) {
+  const bool inlined = length > 0 && length <= limit && host_memory(desc);
   return inlined ? static_cast<unsigned>(IBV_SEND_INLINE) : 0U;
 }
 }  // namespace
@@ -118,7 +119,7 @@ Status VerbsDomain::post_write_on(Connection& conn, const domain::WriteDesc& w) 
   if (conn.write.outstanding >= config_.send_queue_depth) return {Errc::again, {}};
   ibv_send_wr& wr = next_in_chain(conn, w.local, w.length, w.local_desc, w.token);
   wr.opcode = w.imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
-  wr.send_flags |= inline_flag(conn.write, w.length, w.local_desc);
+  wr.send_flags |= inline_flag(config_.max_inline_data, w.length, w.local_desc);
   if (w.imm) wr.imm_data = htonl(*w.imm);
   wr.wr.rdma.remote_addr = w.remote_addr;
   wr.wr.rdma.rkey = static_cast<std::uint32_t>(w.rkey);
@@ -151,7 +152,7 @@ Status VerbsDomain::post_send_on(Connection& conn, const void* buf, std::size_t 
   wr.sg_list = length > 0 ? &sge : nullptr;
   wr.num_sge = length > 0 ? 1 : 0;
   wr.opcode = IBV_WR_SEND;
-  wr.send_flags = IBV_SEND_SIGNALED | inline_flag(lane, length, desc);
+  wr.send_flags = IBV_SEND_SIGNALED | inline_flag(config_.max_inline_data, length, desc);
   ibv_send_wr* bad = nullptr;
   if (int rc = ibv_post_send(lane.qp.get(), &wr, &bad); rc != 0) {
     free_tx_.push_back(slot);

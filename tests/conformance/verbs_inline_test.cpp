@@ -10,8 +10,8 @@
 #include <memory>
 #include <vector>
 
-#include "doubles/domain_decorator.hpp"
 #include "counting_target.hpp"
+#include "doubles/domain_decorator.hpp"
 #include "doubles/forwarding_domain.hpp"
 #include "fabric_test/data.hpp"
 #include "fixture.hpp"
