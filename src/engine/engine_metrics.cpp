@@ -97,8 +97,11 @@ RequestMetrics::RequestMetrics(std::uint32_t peer_slots)
 void RequestMetrics::posted(Op& op, std::uint64_t now_ns) noexcept {
   op.left_queue = true;
   posted_unreported_.add(1);
-  if (op.submitted_ns != 0 && now_ns >= op.submitted_ns) {
-    post_latency_.add(now_ns - op.submitted_ns);
+  // `now_ns` is the pass's latest clock read (PostSlice::last_read_ns): a request submitted
+  // after it and posted in the same pass counts as posted at once, so every posted request
+  // is in the histogram.
+  if (op.submitted_ns != 0) {
+    post_latency_.add(now_ns > op.submitted_ns ? now_ns - op.submitted_ns : 0);
   }
 }
 

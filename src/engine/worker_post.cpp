@@ -201,8 +201,10 @@ bool Worker::post_rma(Op* op, std::uint32_t max_wrs, Describe&& describe) {
     w.peer = op->peers[std::size_t{to.peer} * k + to.domain];
     Status st = post_one(domains_, to.domain, w);
     if (st.ok()) [[likely]] {
+      // The slice first: after a large post it reads the clock, and note_posted stamps that.
+      const bool slice_spent = slice_.after_post(w.length);
       note_posted(op, to.domain);
-      if (slice_.after_post(w.length)) return true;  // the rest waits for the next pass
+      if (slice_spent) return true;  // the rest waits for the next pass
       continue;
     }
     if (st.code() == Errc::again) {
@@ -234,8 +236,8 @@ bool Worker::post_send_op(Op* op) {
   void* desc = staging_ ? staging_->desc() : nullptr;
   Status st = domains_.post_send(op->peers[0], buf, plan.message.size(), desc, op_token(op));
   if (st.ok()) {
-    note_posted(op, 0);
     (void)slice_.after_post(plan.message.size());
+    note_posted(op, 0);
     return true;
   }
   if (st.code() == Errc::again) {
@@ -254,7 +256,7 @@ void Worker::note_posted(Op* op, std::uint32_t domain) {
   op->ahead_drained = domains_.completions(domain) >= op->posted_ahead
                           ? std::chrono::steady_clock::time_point::min()
                           : Op::kNotDrained;
-  if (config_.metrics && op->fully_posted()) request_metrics_.posted(*op, now_ns());
+  if (config_.metrics && op->fully_posted()) request_metrics_.posted(*op, slice_.last_read_ns());
   if (!config_.record_post_timings) [[likely]] return;
   const std::uint64_t t = now_ns();
   if (op->posted == 1) op->timing.first_post = t;
