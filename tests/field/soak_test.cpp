@@ -23,6 +23,10 @@ std::chrono::seconds soak_seconds() {
 
 class FieldSoak : public FieldTest {};
 
+// Peer processes one shm engine outlives, with a margin below the 256 its region's peer map
+// holds.
+constexpr std::size_t kShmLives = 248;
+
 TEST_P(FieldSoak, MixedTrafficWithRandomRestartsLosesNothing) {
   const auto run = soak_seconds();
   auto engine = make_engine();
@@ -44,6 +48,16 @@ TEST_P(FieldSoak, MixedTrafficWithRandomRestartsLosesNothing) {
     const long rss_start = rss_kib();
     int restarts = 0;
     while (Clock::now() < end) {
+      if (provider() == "shm" && kPeers + 1 + static_cast<std::size_t>(restarts) >= kShmLives) {
+        // libfabric 1.17 shm: the 257th peer process to reach one engine's region dies in the
+        // provider (SIGSEGV in `make soak`, docs/reliability.md finding 10). The rest of the
+        // run keeps the traffic going on the peers it has.
+        std::printf("[field] soak/shm: no restart after %zu peer processes (shm's limit of %zu "
+                    "per engine, finding 10); traffic goes on\n",
+                    kPeers + 1 + static_cast<std::size_t>(restarts), kShmLives);
+        while (Clock::now() < end) (void)traffic.wait_ok(*current[0], ~std::uint64_t{0}, 100ms);
+        break;
+      }
       // A random peer serves a random number of completions, then restarts.
       const std::size_t p = rng() % kPeers;
       const std::uint64_t serve = current[p]->ok.load() + 100 + rng() % 3000;
