@@ -12,6 +12,7 @@
 #include "engine/peer_index.hpp"
 #include "engine/registration.hpp"
 #include "domain/domain.hpp"
+#include "engine/steady_ns.hpp"
 #include "engine/write_plan.hpp"
 #include "fabric/completion.hpp"
 #include "fabric/net_addr.hpp"
@@ -21,13 +22,6 @@
 namespace fabric::engine {
 
 class OpPool;
-
-// steady_clock in nanoseconds, the unit of PostTiming.
-inline std::uint64_t now_ns() noexcept {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                        std::chrono::steady_clock::now().time_since_epoch())
-                                        .count());
-}
 
 // single_read and paged_read use the single and paged plans: their `src_*` side is the remote
 // one (Op::dst's memory), their `dst_*` side the local registration (Op::src).

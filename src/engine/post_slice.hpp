@@ -14,6 +14,8 @@
 #include <chrono>
 #include <cstdint>
 
+#include "engine/steady_ns.hpp"
+
 namespace fabric::engine {
 
 class PostSlice {
@@ -56,9 +58,7 @@ class PostSlice {
   // after_post), earlier than the post by at most those few small posts, so metrics' post
   // latency costs no clock read of its own.
   [[nodiscard]] std::uint64_t last_read_ns() const noexcept {
-    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                          last_read_.time_since_epoch())
-                                          .count());
+    return to_ns(last_read_);
   }
 
  private:

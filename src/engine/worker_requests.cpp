@@ -152,8 +152,7 @@ void Worker::on_tx_done(Op* op, std::size_t domain, Status status, Clock::time_p
   if (!status.ok() && op->error.ok()) op->error = std::move(status);
   if (op->finished() && !op->in_pending) {
     // The poll's own clock read: one per poll, not one more per request for its latency.
-    finish(op, static_cast<std::uint64_t>(
-                   std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count()));
+    finish(op, to_ns(now));
   }
 }
 

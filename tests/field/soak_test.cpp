@@ -48,13 +48,14 @@ TEST_P(FieldSoak, MixedTrafficWithRandomRestartsLosesNothing) {
     const long rss_start = rss_kib();
     int restarts = 0;
     while (Clock::now() < end) {
-      if (provider() == "shm" && kPeers + 1 + static_cast<std::size_t>(restarts) >= kShmLives) {
+      const std::size_t peer_processes = kPeers + 1 + static_cast<std::size_t>(restarts);
+      if (provider() == "shm" && peer_processes >= kShmLives) {
         // libfabric 1.17 shm: the 257th peer process to reach one engine's region dies in the
         // provider (SIGSEGV in `make soak`, docs/reliability.md finding 10). The rest of the
         // run keeps the traffic going on the peers it has.
         std::printf("[field] soak/shm: no restart after %zu peer processes (the soak's cap, "
                     "below the 256 that shm lets reach one engine: finding 10); traffic goes on\n",
-                    kPeers + 1 + static_cast<std::size_t>(restarts));
+                    peer_processes);
         while (Clock::now() < end) (void)traffic.wait_ok(*current[0], ~std::uint64_t{0}, 100ms);
         break;
       }

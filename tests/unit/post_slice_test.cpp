@@ -15,20 +15,15 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = PostSlice::Clock;
 
-std::uint64_t ns_of(Clock::time_point t) {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
-}
-
 TEST(PostSlice, APassIsStampedWithItsStartUntilItReadsTheClock) {
   PostSlice slice;
   const Clock::time_point start = Clock::now() - 1ms;  // within the 2 ms slice
   slice.start(start);
-  EXPECT_EQ(slice.last_read_ns(), ns_of(start));
+  EXPECT_EQ(slice.last_read_ns(), to_ns(start));
   for (std::int32_t i = 1; i < PostSlice::kPostsPerCheck; ++i) {
     ASSERT_FALSE(slice.after_post(64)) << "small post " << i;
   }
-  EXPECT_EQ(slice.last_read_ns(), ns_of(start)) << "no clock read before the check";
+  EXPECT_EQ(slice.last_read_ns(), to_ns(start)) << "no clock read before the check";
 }
 
 TEST(PostSlice, TheCheckAfterSmallPostsRefreshesTheStamp) {
@@ -36,8 +31,8 @@ TEST(PostSlice, TheCheckAfterSmallPostsRefreshesTheStamp) {
   const Clock::time_point start = Clock::now() - 1ms;
   slice.start(start);
   for (std::int32_t i = 0; i < PostSlice::kPostsPerCheck; ++i) (void)slice.after_post(64);
-  EXPECT_GT(slice.last_read_ns(), ns_of(start));
-  EXPECT_LE(slice.last_read_ns(), ns_of(Clock::now()));
+  EXPECT_GT(slice.last_read_ns(), to_ns(start));
+  EXPECT_LE(slice.last_read_ns(), to_ns(Clock::now()));
 }
 
 TEST(PostSlice, ALargePostReadsTheClockAtOnce) {
@@ -46,7 +41,7 @@ TEST(PostSlice, ALargePostReadsTheClockAtOnce) {
   slice.start(start);
   const Clock::time_point before = Clock::now();
   EXPECT_FALSE(slice.after_post(PostSlice::kLargePost));
-  EXPECT_GE(slice.last_read_ns(), ns_of(before));
+  EXPECT_GE(slice.last_read_ns(), to_ns(before));
 }
 
 TEST(PostSlice, ASliceStartedLongAgoIsSpentAtItsFirstCheckAndStaysSpent) {

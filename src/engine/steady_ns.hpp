@@ -1,0 +1,18 @@
+#pragma once
+// steady_clock in nanoseconds, the unit of PostTiming and of the worker's latency stamps.
+
+#include <chrono>
+#include <cstdint>
+
+namespace fabric::engine {
+
+[[nodiscard]] inline std::uint64_t to_ns(std::chrono::steady_clock::time_point t) noexcept {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+}
+
+[[nodiscard]] inline std::uint64_t now_ns() noexcept {
+  return to_ns(std::chrono::steady_clock::now());
+}
+
+}  // namespace fabric::engine
