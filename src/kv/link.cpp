@@ -21,9 +21,8 @@ std::chrono::milliseconds Link::tick() const noexcept {
 }
 
 Status Link::start(OnMessage on_message, OnTick on_tick) {
-  if (liveness_.heartbeat_interval.count() <= 0 || liveness_.recv_buffers == 0) {
-    return {Errc::invalid_argument, "KV liveness: heartbeat interval and receive buffers must be "
-                                    "positive"};
+  if (liveness_.heartbeat_interval.count() <= 0) {
+    return {Errc::invalid_argument, "KV liveness: the heartbeat interval must be positive"};
   }
   {
     std::lock_guard lock(inbox_->mutex);
@@ -31,21 +30,23 @@ Status Link::start(OnMessage on_message, OnTick on_tick) {
   }
   on_tick_ = std::move(on_tick);
   std::weak_ptr<Inbox> weak = inbox_;
-  auto st = engine_.submit_recvs(
-      engine_.config().max_message_size, liveness_.recv_buffers,
-      [weak](std::span<const std::byte> data) {
-        auto inbox = weak.lock();
-        if (!inbox) return;
-        auto m = msg::decode(data);
-        if (!m.ok()) {
-          spdlog::warn("fabric kv: dropped a message of {} bytes: {}", data.size(),
-                       m.status().to_string());
-          return;
-        }
-        std::lock_guard lock(inbox->mutex);
-        if (inbox->on_message) inbox->on_message(std::move(*m));
-      });
-  if (!st.ok()) return st;
+  auto opened = engine_.channel("kv", [weak](const ChannelMessage& message) {
+    auto inbox = weak.lock();
+    if (!inbox) return;
+    auto m = msg::decode(message.data);
+    if (!m.ok()) {
+      spdlog::warn("fabric kv: dropped a message of {} bytes: {}", message.data.size(),
+                   m.status().to_string());
+      return;
+    }
+    std::lock_guard lock(inbox->mutex);
+    if (inbox->on_message) inbox->on_message(std::move(*m));
+  });
+  if (!opened.ok()) {
+    return {opened.status().code(),
+            "KV Sender/Receiver (one per engine): " + opened.status().message()};
+  }
+  channel_ = std::move(opened).value();
   thread_ = std::thread([this] { run(); });
   return Status::success();
 }
@@ -58,7 +59,9 @@ void Link::stop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
-  // After this no message reaches the owner, even if the engine lives on.
+  // After this no message reaches the owner, even if the engine lives on; the name "kv" is free
+  // for the engine's next Sender or Receiver.
+  channel_.close();
   std::lock_guard lock(inbox_->mutex);
   inbox_->on_message = nullptr;
 }
@@ -74,8 +77,8 @@ void Link::wake() {
 Status Link::send(const NetAddr& to, const msg::Body& body,
                   std::function<void(const Status&)> on_sent) {
   const auto bytes = msg::encode(self_instance(), body);
-  if (on_sent) return engine_.submit_send(to, bytes, OnDone(std::move(on_sent)));
-  return engine_.submit_send(to, bytes, OnDone());
+  if (on_sent) return channel_.send(to, bytes, OnDone(std::move(on_sent)));
+  return channel_.send(to, bytes, OnDone());
 }
 
 void Link::run() {

@@ -1,6 +1,7 @@
 #pragma once
-// What the Sender and Receiver share: the engine's receive pool decoded into KV messages, sends,
-// and a ticker thread that drives heartbeats and deadlines. Owners keep their own peer tables.
+// What the Sender and Receiver share: the engine's channel "kv" (fabric/channel.hpp) decoded into
+// KV messages, sends on it, and a ticker thread that drives heartbeats and deadlines. Owners keep
+// their own peer tables. Other workloads on the engine receive on channels of their own.
 
 #include <atomic>
 #include <chrono>
@@ -28,8 +29,9 @@ class Link {
   Link(const Link&) = delete;
   Link& operator=(const Link&) = delete;
 
-  // Posts the receive buffers (messages go to on_message on the engine's callback thread; a
-  // malformed one is logged and dropped) and starts the ticker (on_tick every tick()).
+  // Opens the channel "kv" (messages go to on_message on the engine's callback thread; a
+  // malformed one is logged and dropped) and starts the ticker (on_tick every tick()). A second
+  // Link on one engine fails here: the channel is open already.
   // Both callbacks must stay valid until stop().
   Status start(OnMessage on_message, OnTick on_tick);
   // start() with callbacks into owner->on_message / owner->on_tick that do nothing once the
@@ -74,6 +76,7 @@ class Link {
     OnMessage on_message;
   };
   std::shared_ptr<Inbox> inbox_ = std::make_shared<Inbox>();
+  Channel channel_;
   OnTick on_tick_;
   std::mutex mutex_;
   std::condition_variable cv_;

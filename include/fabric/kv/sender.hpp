@@ -32,7 +32,8 @@ struct SenderConfig {
 
 class Sender {
  public:
-  // One Sender or Receiver per engine: it posts the engine's receive buffers.
+  // One Sender or Receiver per engine: it receives on the engine's channel "kv" (a second is
+  // refused naming it); other workloads' channels on the same engine never see its messages.
   static Result<std::unique_ptr<Sender>> create(TransferEngine& engine, SenderConfig config);
   ~Sender();  // stops heartbeats; writes in flight complete on the engine
   Sender(const Sender&) = delete;

@@ -33,7 +33,6 @@ using StateCallback = std::function<void(const std::string& id, const RequestSta
 // 2 * heartbeat_interval + the engine's request_timeout is dead, and so are its requests.
 struct Liveness {
   std::chrono::milliseconds heartbeat_interval{1000};
-  std::uint32_t recv_buffers = 64;
 };
 
 }  // namespace fabric::kv
