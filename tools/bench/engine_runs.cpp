@@ -21,11 +21,11 @@ void must(const fabric::Status& st, const char* what) {
   if (!st.ok()) throw std::runtime_error(fmt::format("{}: {}", what, st.to_string()));
 }
 
-fabric::PagedWrite paged_request(Side& s, const Peer& peer, const WriteRound& r) {
+fabric::PagedWrite paged_request(const WriteEngine& e, const Peer& peer, const WriteRound& r) {
   fabric::PagedWrite w;
   w.page_length = r.size;
   w.imm = kDataImm;
-  w.src = s.eng_buf.handle;
+  w.src = e.buf;
   w.dst = peer.eng_buf;
   w.src_pages.stride = w.dst_pages.stride = r.size;
   w.src_pages.indices.resize(r.pages);
@@ -47,18 +47,23 @@ std::vector<std::uint32_t> dst_page_order(std::uint32_t pages) {
 }
 
 Figures engine_writes(Side& s, const Peer& peer, Link& link, const WriteRound& r) {
+  return engine_writes(s.metered(), peer, link, r);
+}
+
+Figures engine_writes(const WriteEngine& e, const Peer& peer, Link& link, const WriteRound& r) {
   const std::uint64_t imms_per_op = r.pages == 0 ? 1 : r.pages;
   fabric::SingleWrite single;
   single.length = r.size;
   single.imm = kDataImm;
-  single.src = {s.eng_buf.handle, 0};
+  single.src = {e.buf, 0};
   single.dst = {peer.eng_buf, 0};
-  const fabric::PagedWrite paged = r.pages == 0 ? fabric::PagedWrite{} : paged_request(s, peer, r);
+  const fabric::PagedWrite paged = r.pages == 0 ? fabric::PagedWrite{} : paged_request(e, peer, r);
   // --groups: group g's copy of the buffer into the peer's group g, the groups in turn.
   std::vector<fabric::SingleWrite> by_group{single};
-  for (std::size_t g = 0; g < s.group_bufs.size() && g < peer.group_bufs.size(); ++g) {
+  const auto& group_bufs = *e.group_bufs;
+  for (std::size_t g = 0; g < group_bufs.size() && g < peer.group_bufs.size(); ++g) {
     by_group.push_back(single);
-    by_group.back().src = {s.group_bufs[g].handle, 0};
+    by_group.back().src = {group_bufs[g].handle, 0};
     by_group.back().dst = {peer.group_bufs[g], 0};
   }
   std::atomic<std::uint64_t> next{0};
@@ -69,9 +74,9 @@ Figures engine_writes(Side& s, const Peer& peer, Link& link, const WriteRound& r
   const std::uint64_t start = now_ns();
   std::vector<std::uint64_t> lat =
       run_windows(r.count, r.window, r.threads, "engine write", [&](const auto& flag) {
-        if (r.pages != 0) return s.engine->submit_paged_writes(paged, flag);
+        if (r.pages != 0) return e.engine->submit_paged_writes(paged, flag);
         const std::uint64_t i = next.fetch_add(1, std::memory_order_relaxed);
-        return s.engine->submit_single_write(by_group[i % by_group.size()], flag);
+        return e.engine->submit_single_write(by_group[i % by_group.size()], flag);
       });
   link.expect("done", 120s);
   const std::uint64_t elapsed = now_ns() - start;

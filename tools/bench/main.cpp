@@ -90,6 +90,16 @@ int main(int argc, char** argv) {
                "after the sweep, print the initiator engine's metrics() snapshot (requests and "
                "bytes by kind and outcome, latency, gauges) and add it to the JSON as 'metrics'")
       ->excludes(no_metrics);
+  auto* metrics_ab = app.add_flag("--metrics-ab", opt.metrics_ab,
+               "single_write and paged_write rows also run on a second initiator engine with "
+               "metrics off, its rounds alternating with the metrics-on engine's and raw's; "
+               "the table and JSON give on / off per row")
+      ->excludes(no_metrics);
+  app.add_flag("--metrics-aa", opt.metrics_aa,
+               "as --metrics-ab, but the second engine counts too: the two engines differ in "
+               "nothing, so their ratio is the machine's noise floor for --metrics-ab")
+      ->excludes(no_metrics)
+      ->excludes(metrics_ab);
   app.add_option("--imm-wait", opt.imm_wait,
                  "imm op: waiters call TransferEngine::progress (progress) or leave delivery to "
                  "the worker threads (worker)")

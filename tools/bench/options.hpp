@@ -29,6 +29,11 @@ struct Options {
   // EngineConfig::metrics on both sides; --no-metrics measures what counting costs
   // (docs/observability.md).
   bool metrics = true;
+  // --metrics-ab: write rows also run on a second initiator engine with metrics off, rounds
+  // alternating, so the cost of counting is one run's ratio (docs/observability.md).
+  bool metrics_ab = false;
+  // --metrics-aa: the same with metrics on in both engines (the noise floor of --metrics-ab).
+  bool metrics_aa = false;
   // --metrics: the initiator engine's metrics() after the sweep, printed and in the JSON.
   bool print_metrics = false;
   // How the imm op's waiters wait: "progress" (TransferEngine::progress in the wait loop) or

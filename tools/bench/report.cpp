@@ -27,6 +27,9 @@ double ratio(const Row& r) {
   return r.raw.gbps > 0 ? r.engine.gbps / r.raw.gbps : 0;
 }
 
+// --metrics-ab: metrics on over off, 0 where the off engine moved nothing.
+double metrics_ratio(double on, double off) { return off > 0 ? on / off : 0; }
+
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
@@ -58,6 +61,8 @@ nlohmann::json machine(const Options& opt, const SweepResult& r) {
           {"busy_poll", opt.busy_poll},
           {"post_on_submit", opt.post_on_submit},
           {"metrics", opt.metrics},
+          {"metrics_ab", opt.metrics_ab},
+          {"metrics_aa", opt.metrics_aa},
           {"imm_wait", opt.imm_wait},
           {"pin_processes", opt.pin_processes},
           {"threads", opt.threads},
@@ -97,6 +102,22 @@ void print_table(const SweepResult& r, const std::vector<PeerRun>& peers) {
                raw_cell(row.raw.gbps, 2), raw_cell(row.raw_avg_gbps, 2), raw_cell(ratio(row), 3),
                row.engine.ops_per_s, cell(row.engine.p50_us, 1), cell(row.engine.p99_us, 1),
                cell(row.engine.p999_us, 1), raw_cell(row.raw.p50_us, 1));
+  }
+  bool ab_header = false;
+  for (const Row& row : r.rows) {
+    if (!row.unmetered) continue;
+    if (!ab_header) {
+      fmt::print("\nmetrics on / off in one run (--metrics-ab; --metrics-aa: on / on): the "
+                 "initiator's two engines, "
+                 "rounds alternating with raw's\n");
+      fmt::print("{:<12} {:>9} {:>9} {:>9} {:>7} {:>9} {:>9} {:>7}\n", "op", "bytes", "on peak",
+                 "off peak", "on/off", "on avg", "off avg", "on/off");
+      ab_header = true;
+    }
+    fmt::print("{:<12} {:>9} {:>9.2f} {:>9.2f} {:>7.3f} {:>9.2f} {:>9.2f} {:>7.3f}\n", row.op,
+               row.size, row.engine.gbps, row.unmetered->gbps,
+               metrics_ratio(row.engine.gbps, row.unmetered->gbps), row.engine_avg_gbps,
+               row.unmetered_avg_gbps, metrics_ratio(row.engine_avg_gbps, row.unmetered_avg_gbps));
   }
   for (const Row& row : r.rows) {
     if (row.op != "single_write_bidir") continue;
@@ -200,6 +221,13 @@ void write_json(const Options& opt, const SweepResult& r, const std::vector<Peer
       results.back()["peer_runs"][p.peer] = {
           {"transport", p.transport}, {"gbps", f->gbps}, {"iterations", f->iterations},
           {"verified", f->verified}, {"ratio", f->gbps > 0 ? row.engine.gbps / f->gbps : 0}};
+    }
+    if (row.unmetered) {
+      results.back()["metrics_off_gbps"] = row.unmetered->gbps;
+      results.back()["metrics_off_avg_gbps"] = row.unmetered_avg_gbps;
+      results.back()["metrics_on_over_off"] = metrics_ratio(row.engine.gbps, row.unmetered->gbps);
+      results.back()["metrics_on_over_off_avg"] =
+          metrics_ratio(row.engine_avg_gbps, row.unmetered_avg_gbps);
     }
     if (row.op == "single_write_bidir") {
       results.back()["out_gbps"] = row.out_gbps;

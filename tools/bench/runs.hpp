@@ -42,6 +42,8 @@ inline std::uint64_t bidir_offset(std::uint64_t buffer_bytes) { return buffer_by
 std::vector<std::uint32_t> dst_page_order(std::uint32_t pages);
 
 Figures engine_writes(Side& s, const Peer& peer, Link& link, const WriteRound& r);
+// The same on another engine of this side (--metrics-ab's unmetered one).
+Figures engine_writes(const WriteEngine& e, const Peer& peer, Link& link, const WriteRound& r);
 Figures raw_writes(Side& s, const Peer& peer, Link& link, const WriteRound& r);
 
 BidirFigures engine_bidir_writes(Side& s, const Peer& peer, Link& link, const WriteRound& r);

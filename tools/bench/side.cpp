@@ -128,6 +128,18 @@ Side::Side(const SideConfig& cfg)
   data_counter = must(engine->imm_counter(kDataImm), "imm_counter");
   ping_counter = must(engine->imm_counter(kPing), "imm_counter");
   pong_counter = must(engine->imm_counter(kPong), "imm_counter");
+  if (cfg.metrics_ab || cfg.metrics_aa) {
+    fabric::EngineConfig off = engine_config(cfg);
+    off.metrics = cfg.metrics_aa;
+    Unmetered& u = unmetered.emplace();
+    u.engine = must(fabric::TransferEngine::create(off), "creating the metrics-off engine");
+    u.buf = must(u.engine->reg_mr(buf.data, buf.size), "metrics-off engine reg_mr(buffer)");
+    for (std::uint32_t g = 1; g < cfg.groups; ++g) {
+      u.group_bufs.push_back(must(u.engine->reg_mr(buf.data, buf.size, fabric::Device::host(),
+                                                   fabric::Access::remote_write, g),
+                                  "metrics-off engine reg_mr(buffer) on a group"));
+    }
+  }
   if (raw) {
     raw_buf = raw->register_region(buf.data, buf.size);
     raw_imm = raw->register_region(imm_buf.data, imm_buf.size);
@@ -141,6 +153,7 @@ Side::Side(const SideConfig& cfg)
 Side::~Side() {
   // The engine goes first so that its worker no longer touches memory that
   // the raw side or the buffers are about to release.
+  if (unmetered) unmetered->engine->stop();
   if (engine) engine->stop();
 }
 

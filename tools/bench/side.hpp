@@ -31,6 +31,12 @@ struct SideConfig {
   bool busy_poll = false;
   bool post_on_submit = false;
   bool metrics = true;  // EngineConfig::metrics
+  // --metrics-ab: a second engine beside the first, EngineConfig::metrics off, on the same
+  // buffer (Side::unmetered), so write rows time both in one run.
+  bool metrics_ab = false;
+  // --metrics-aa: the same second engine with metrics on: the two differ in nothing, so their
+  // ratio is what this machine's noise alone gives --metrics-ab.
+  bool metrics_aa = false;
   // >= 0: once the engine's threads exist, pin this (the calling) thread
   // here. The raw loop runs on it; the engine's threads keep floating.
   int pin_cpu = -1;
@@ -59,6 +65,14 @@ struct PageBuffer {
   std::size_t size = 0;
 };
 
+// An engine and the side's buffer as registered on it (and on its groups 1, 2, ...): what a
+// write round submits from.
+struct WriteEngine {
+  fabric::TransferEngine* engine = nullptr;
+  fabric::MrHandle buf;
+  const std::vector<fabric::Registered>* group_bufs = nullptr;
+};
+
 struct Side {
   explicit Side(const SideConfig& cfg);
   ~Side();
@@ -72,6 +86,20 @@ struct Side {
   std::shared_ptr<fabric::ImmCounter> data_counter, ping_counter, pong_counter;
   std::optional<raw::Endpoint> raw;  // libfabric backend only
   raw::Region raw_buf, raw_imm;
+  // --metrics-ab: the same engine configuration with metrics off (on with --metrics-aa), `buf`
+  // registered on it too. The target cannot tell the two apart: both write into the same
+  // registration there.
+  struct Unmetered {
+    std::unique_ptr<fabric::TransferEngine> engine;
+    fabric::Registered buf;
+    std::vector<fabric::Registered> group_bufs;
+  };
+  std::optional<Unmetered> unmetered;
+
+  [[nodiscard]] WriteEngine metered() const { return {engine.get(), eng_buf.handle, &group_bufs}; }
+  [[nodiscard]] WriteEngine unmetered_engine() const {
+    return {unmetered->engine.get(), unmetered->buf.handle, &unmetered->group_bufs};
+  }
 
   // One line that tells the peer how to reach both halves of this side.
   std::string hello() const;

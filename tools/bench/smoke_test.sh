@@ -163,6 +163,43 @@ status=0
   { cat "$json.err"; echo "fabric_bench_smoke: --metrics with --no-metrics accepted" >&2; exit 1; }
 rm -f "$out" "$json.metrics" "$json.err"
 
+step="--metrics-ab"
+# --metrics-ab: a second initiator engine with metrics off runs every other round; both land
+# verified bytes, the table and JSON give on / off, and the metered engine's metrics() count its
+# own 4 + 2 x 32 writes only. --metrics-aa excludes it.
+out=$(mktemp)
+"$bench" --local --provider shm --quick $patient --ops single_write --sizes 4K --iters 32 --reps 2 \
+  --metrics --metrics-ab --json "$json.ab" >"$out"
+grep -qF "metrics on / off in one run" "$out" || { cat "$out"; echo "fabric_bench_smoke: no on / off table" >&2; exit 1; }
+/usr/bin/python3 - "$json.ab" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert doc["machine"]["metrics_ab"] is True, doc["machine"]
+(row,) = doc["results"]
+assert row["verified"] and row["metrics_off_gbps"] > 0 and row["metrics_on_over_off"] > 0, row
+assert abs(row["metrics_on_over_off"] - row["engine_gbps"] / row["metrics_off_gbps"]) < 1e-9, row
+writes = doc["metrics"]["requests"]["single_write"]
+assert writes == {"ok": 68, "failed": 0, "bytes_ok": 68 * 4096}, writes
+print("fabric_bench_smoke: --metrics-ab on/off %.3f, the metered engine counted its 68 writes"
+      % row["metrics_on_over_off"])
+PY
+# metrics_ab.py reads such runs back: one run as both sides gives that run's ratio as median.
+/usr/bin/python3 "$(dirname "$0")/metrics_ab.py" "$json.ab.summary" -- "$json.ab" -- "$json.ab" >/dev/null
+/usr/bin/python3 - "$json.ab" "$json.ab.summary" <<'PY'
+import json, sys
+(row,) = json.load(open(sys.argv[1]))["results"]
+s = json.load(open(sys.argv[2]))
+peak = s["ab"]["4096"]["peak"]
+assert peak["runs"] == 1 and peak["median"] == row["metrics_on_over_off"], peak
+assert s["aa"]["4096"]["avg"]["median"] == row["metrics_on_over_off_avg"], s["aa"]
+PY
+rm -f "$json.ab.summary"
+status=0
+"$bench" --local --provider shm --quick --metrics-ab --metrics-aa 2>"$json.err" || status=$?
+[ "$status" -ne 0 ] && grep -q "excludes" "$json.err" ||
+  { cat "$json.err"; echo "fabric_bench_smoke: --metrics-ab with --metrics-aa accepted" >&2; exit 1; }
+rm -f "$out" "$json.ab" "$json.err"
+
 step="--duration, --bidir and --threads"
 # --duration, --bidir, --threads (figures are not judged, only what is printed):
 # perftest-like columns with BW peak and average, round-trip latency labels,

@@ -169,7 +169,8 @@ class Session {
     }
     Row row{op, size, paged ? r.pages : 1u, r.count, {}, {}};
     row.has_raw = s_.raw.has_value();  // none with --nics or --backend verbs
-    Mean engine_mean, raw_mean;
+    if (s_.unmetered) row.unmetered.emplace();
+    Mean engine_mean, raw_mean, unmetered_mean;
     std::vector<fabric::PostTiming> timings;
     std::vector<std::uint64_t> raw_post_calls;
     WriteRound raw_round = r;
@@ -177,30 +178,42 @@ class Session {
       raw_post_calls.reserve(reps() * r.count * (paged ? r.pages : 1));
       raw_round.post_call_ns = &raw_post_calls;
     }
-    // Engine and raw alternate round by round, and the best round of each is
-    // kept: on a shared box a round that lost the CPU to another process says
-    // nothing about either code path, and alternating spreads such losses.
+    // Engine and raw (and with --metrics-ab the unmetered engine) alternate round by round,
+    // and the best round of each is kept: on a shared box a round that lost the CPU to another
+    // process says nothing about either code path, and alternating spreads such losses.
+    // The two engines swap places every rep, so neither always runs right after raw.
+    enum class Mode { engine, unmetered, raw };
     for (std::uint32_t rep = 0; rep < reps(); ++rep) {
-      for (const bool raw : {false, true}) {
-        if (raw && !s_.raw) continue;
+      const bool swap = rep % 2 == 1;
+      for (const Mode mode : {swap ? Mode::unmetered : Mode::engine,
+                              swap ? Mode::engine : Mode::unmetered, Mode::raw}) {
+        if (mode == Mode::raw && !s_.raw) continue;
+        if (mode == Mode::unmetered && !s_.unmetered) continue;
+        const bool raw = mode == Mode::raw;
+        const auto round = [&](const WriteRound& wr) {
+          return mode == Mode::unmetered ? engine_writes(s_.unmetered_engine(), peer_, link_, wr)
+                                         : run(raw, wr);
+        };
         fill_pattern(s_.buf.data, paged ? r.pages * size : size, ++seed_);
         if (rep == 0) {
           WriteRound warm = r;
           warm.count = std::max<std::uint64_t>(1, r.count / 8);
-          (void)run(raw, warm);
+          (void)round(warm);
         }
-        if (!raw) (void)s_.engine->take_post_timings();  // warm-up and raw rounds' leftovers
-        const Figures f = run(raw, raw ? raw_round : r);
-        if (!raw && opt_.breakdown) append_timings(timings);
-        Figures& best = raw ? row.raw : row.engine;
+        if (mode == Mode::engine) (void)s_.engine->take_post_timings();  // others' leftovers
+        const Figures f = round(raw ? raw_round : r);
+        if (mode == Mode::engine && opt_.breakdown) append_timings(timings);
+        Figures& best = raw ? row.raw : mode == Mode::unmetered ? *row.unmetered : row.engine;
         if (f.gbps > best.gbps) best = f;
-        (raw ? raw_mean : engine_mean).add(f);
+        (raw ? raw_mean : mode == Mode::unmetered ? unmetered_mean : engine_mean).add(f);
         if (!verify(r)) {
-          throw std::runtime_error(fmt::format("{} {} B ({}): destination bytes differ", op,
-                                               size, raw ? "raw" : "engine"));
+          throw std::runtime_error(fmt::format(
+              "{} {} B ({}): destination bytes differ", op, size,
+              raw ? "raw" : mode == Mode::unmetered ? "engine, metrics off" : "engine"));
         }
       }
     }
+    row.unmetered_avg_gbps = unmetered_mean.gbps();
     if (opt_.breakdown) row.breakdown = summarize_breakdown(timings, std::move(raw_post_calls));
     row.engine_avg_gbps = engine_mean.gbps();
     row.raw_avg_gbps = raw_mean.gbps();
@@ -448,6 +461,8 @@ static SideConfig side_config(const Options& opt) {
   cfg.busy_poll = opt.busy_poll;
   cfg.post_on_submit = opt.post_on_submit;
   cfg.metrics = opt.metrics;
+  cfg.metrics_ab = opt.metrics_ab;
+  cfg.metrics_aa = opt.metrics_aa;
   cfg.verbs = opt.backend == "verbs";
   cfg.verbs_ack_timeout = opt.verbs_ack_timeout;
   cfg.verbs_max_inline = opt.verbs_max_inline;

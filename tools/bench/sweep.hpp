@@ -33,6 +33,10 @@ struct Row {
   // single_write_bidir: each direction of the best round; engine.gbps is
   // their sum, engine.ops_per_s and latencies the initiator's requests.
   double out_gbps = 0, in_gbps = 0;
+  // --metrics-ab, write rows: the best round of the initiator's metrics-off engine, whose rounds
+  // alternate with `engine`'s (metrics on) and raw's, and its BW average.
+  std::optional<Figures> unmetered = std::nullopt;
+  double unmetered_avg_gbps = 0;
 };
 
 struct SweepResult {
