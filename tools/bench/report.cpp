@@ -21,14 +21,16 @@ namespace bench {
 
 namespace {
 
+// a / b, 0 where the reference b measured nothing (a row's raw loop, a peer, the metrics-off
+// engine).
+double over(double a, double b) { return b > 0 ? a / b : 0; }
+
 double ratio(const Row& r) {
   // Zero-payload ops compare rates: higher is better either way.
-  if (r.op == "imm") return r.raw.ops_per_s > 0 ? r.engine.ops_per_s / r.raw.ops_per_s : 0;
-  return r.raw.gbps > 0 ? r.engine.gbps / r.raw.gbps : 0;
+  if (r.op == "imm") return over(r.engine.ops_per_s, r.raw.ops_per_s);
+  return over(r.engine.gbps, r.raw.gbps);
 }
 
-// --metrics-ab: metrics on over off, 0 where the off engine moved nothing.
-double metrics_ratio(double on, double off) { return off > 0 ? on / off : 0; }
 
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
@@ -108,16 +110,15 @@ void print_table(const SweepResult& r, const std::vector<PeerRun>& peers) {
     if (!row.unmetered) continue;
     if (!ab_header) {
       fmt::print("\nmetrics on / off in one run (--metrics-ab; --metrics-aa: on / on): the "
-                 "initiator's two engines, "
-                 "rounds alternating with raw's\n");
+                 "initiator's two engines, rounds alternating with raw's\n");
       fmt::print("{:<12} {:>9} {:>9} {:>9} {:>7} {:>9} {:>9} {:>7}\n", "op", "bytes", "on peak",
                  "off peak", "on/off", "on avg", "off avg", "on/off");
       ab_header = true;
     }
     fmt::print("{:<12} {:>9} {:>9.2f} {:>9.2f} {:>7.3f} {:>9.2f} {:>9.2f} {:>7.3f}\n", row.op,
                row.size, row.engine.gbps, row.unmetered->gbps,
-               metrics_ratio(row.engine.gbps, row.unmetered->gbps), row.engine_avg_gbps,
-               row.unmetered_avg_gbps, metrics_ratio(row.engine_avg_gbps, row.unmetered_avg_gbps));
+               over(row.engine.gbps, row.unmetered->gbps), row.engine_avg_gbps,
+               row.unmetered_avg_gbps, over(row.engine_avg_gbps, row.unmetered_avg_gbps));
   }
   for (const Row& row : r.rows) {
     if (row.op != "single_write_bidir") continue;
@@ -163,7 +164,7 @@ void print_table(const SweepResult& r, const std::vector<PeerRun>& peers) {
       const PeerFigure* f = p.find(row);
       if (f == nullptr) continue;
       fmt::print("{:<12} {:>9} {:>6} {:>10.2f} {:>10.2f} {:>11.3f}\n", row.op, row.size,
-                 row.count, row.engine.gbps, f->gbps, f->gbps > 0 ? row.engine.gbps / f->gbps : 0);
+                 row.count, row.engine.gbps, f->gbps, over(row.engine.gbps, f->gbps));
     }
     if (!p.error.empty()) fmt::print("peer {} not measured{}: {}\n", p.peer,
                                      p.figures.empty() ? "" : " in full", p.error);
@@ -220,14 +221,14 @@ void write_json(const Options& opt, const SweepResult& r, const std::vector<Peer
       if (f == nullptr) continue;
       results.back()["peer_runs"][p.peer] = {
           {"transport", p.transport}, {"gbps", f->gbps}, {"iterations", f->iterations},
-          {"verified", f->verified}, {"ratio", f->gbps > 0 ? row.engine.gbps / f->gbps : 0}};
+          {"verified", f->verified}, {"ratio", over(row.engine.gbps, f->gbps)}};
     }
     if (row.unmetered) {
       results.back()["metrics_off_gbps"] = row.unmetered->gbps;
       results.back()["metrics_off_avg_gbps"] = row.unmetered_avg_gbps;
-      results.back()["metrics_on_over_off"] = metrics_ratio(row.engine.gbps, row.unmetered->gbps);
+      results.back()["metrics_on_over_off"] = over(row.engine.gbps, row.unmetered->gbps);
       results.back()["metrics_on_over_off_avg"] =
-          metrics_ratio(row.engine_avg_gbps, row.unmetered_avg_gbps);
+          over(row.engine_avg_gbps, row.unmetered_avg_gbps);
     }
     if (row.op == "single_write_bidir") {
       results.back()["out_gbps"] = row.out_gbps;
@@ -240,7 +241,7 @@ void write_json(const Options& opt, const SweepResult& r, const std::vector<Peer
       results.back()["raw_post_p50_ns"] = row.raw_post_p50_ns;
       results.back()["raw_post_p99_ns"] = row.raw_post_p99_ns;
       results.back()["post_ratio"] =
-          row.raw_post_p50_ns > 0 ? row.engine_post_p50_ns / row.raw_post_p50_ns : 0;
+          over(row.engine_post_p50_ns, row.raw_post_p50_ns);
     }
   }
   std::ofstream out(path);

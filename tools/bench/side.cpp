@@ -69,6 +69,19 @@ fabric::EngineConfig engine_config(const SideConfig& cfg) {
   return c;
 }
 
+// `buf` registered on groups 1 .. groups-1 of `engine` (SideConfig::groups; group 0 is the
+// caller's own registration).
+std::vector<fabric::Registered> on_groups(fabric::TransferEngine& engine, const PageBuffer& buf,
+                                          std::uint32_t groups) {
+  std::vector<fabric::Registered> out;
+  for (std::uint32_t g = 1; g < groups; ++g) {
+    out.push_back(must(engine.reg_mr(buf.data, buf.size, fabric::Device::host(),
+                                     fabric::Access::remote_write, g),
+                       "engine reg_mr(buffer) on a group"));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string libfabric_provider(const std::string& name) {
@@ -120,11 +133,7 @@ Side::Side(const SideConfig& cfg)
                                 fabric::Access::remote_write | fabric::Access::remote_read),
                  "engine reg_mr(buffer)");
   eng_imm = must(engine->reg_mr(imm_buf.data, imm_buf.size), "engine reg_mr(imm)");
-  for (std::uint32_t g = 1; g < cfg.groups; ++g) {
-    group_bufs.push_back(must(engine->reg_mr(buf.data, buf.size, fabric::Device::host(),
-                                             fabric::Access::remote_write, g),
-                              "engine reg_mr(buffer) on a group"));
-  }
+  group_bufs = on_groups(*engine, buf, cfg.groups);
   data_counter = must(engine->imm_counter(kDataImm), "imm_counter");
   ping_counter = must(engine->imm_counter(kPing), "imm_counter");
   pong_counter = must(engine->imm_counter(kPong), "imm_counter");
@@ -134,11 +143,7 @@ Side::Side(const SideConfig& cfg)
     Unmetered& u = unmetered.emplace();
     u.engine = must(fabric::TransferEngine::create(off), "creating the metrics-off engine");
     u.buf = must(u.engine->reg_mr(buf.data, buf.size), "metrics-off engine reg_mr(buffer)");
-    for (std::uint32_t g = 1; g < cfg.groups; ++g) {
-      u.group_bufs.push_back(must(u.engine->reg_mr(buf.data, buf.size, fabric::Device::host(),
-                                                   fabric::Access::remote_write, g),
-                                  "metrics-off engine reg_mr(buffer) on a group"));
-    }
+    u.group_bufs = on_groups(*u.engine, buf, cfg.groups);
   }
   if (raw) {
     raw_buf = raw->register_region(buf.data, buf.size);
