@@ -17,6 +17,11 @@ serves every case, in order:
                v3 keeps serving (tokens equal v3's reference).
   recovered    a new rank 1, rank 0 on a new fabric engine (its old one may still retry the
                dead peer), trainers reconnected: v6 succeeds and equals its fresh load.
+Before the vLLM actors, on the same cluster:
+  transport    fabric_lib.ray_transport's one-sided "FABRIC" Ray tensor transport
+               (transport_case.py): actor method, ray.put in an actor and in the driver, each
+               read byte for byte; registrations returned; non-contiguous refused; a killed
+               producer fails the get in bounded time.
 Fabric traffic is on 127.0.0.1 (tcp, FI_TCP_IFACE=lo), and so is Ray's: Ray 2.60 would turn a
 127.0.0.1 node address into the host's routable one (services.resolve_ip_for_localhost);
 RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 (env() below) keeps its node address on loopback.
@@ -108,6 +113,10 @@ def main() -> int:
     try:
         def get(ref, timeout=CALL_S):
             return ray.get(ref, timeout=timeout)
+
+        import transport_case  # registers the transport: before any actor is created
+
+        transport_case.run(check, get, started, CALL_S)
 
         def reference(version: int) -> list[list[int]]:
             path = os.path.join(root, f"v{version}")
