@@ -9,6 +9,7 @@
 #include "backends/open_domains.hpp"
 #include "common/log.hpp"
 #include "engine/abandoned.hpp"
+#include "common/random.hpp"
 #include "engine/engine_impl.hpp"
 
 namespace fabric {
@@ -95,8 +96,7 @@ Result<std::unique_ptr<TransferEngine>> TransferEngine::create(const EngineConfi
                   engine::worker_thread_cpus((*planned)[g].cpus, impl->threads.cpus),
                   std::move(opened->nics)});
   }
-  std::random_device rd;
-  const std::uint64_t instance = (std::uint64_t{rd()} << 32) ^ rd();
+  const std::uint64_t instance = random_u64();
   if (failed.ok()) {
     auto address =
         NetAddr::make(impl->identity.backend, impl->identity.provider, instance,

@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "common/log.hpp"
+#include "common/random.hpp"
 #include "libfabric/shm_leftovers.hpp"
 
 namespace fabric::ofi {
@@ -131,6 +132,14 @@ Status FiDomain::init(const ProviderQuery& query) {
   info_ = std::move(found).value();
   fi_info* info = info_.get();
   mr_mode_ = info->domain_attr->mr_mode;
+  // Requested keys start at a random value per Domain, not at 1: a peer that restarts and
+  // registers in the same order would otherwise hand out its previous incarnation's keys, and
+  // a survivor's WRITE or READ still addressed to the old one (tcp: the same IP and a reused
+  // port) would land in, or read from, the new one's memory and complete ok.
+  key_mask_ = info->domain_attr->mr_key_size >= 8
+                  ? ~std::uint64_t{0}
+                  : (std::uint64_t{1} << (8 * info->domain_attr->mr_key_size)) - 1;
+  next_requested_key_ = random_u64() & key_mask_;
 
   if (int rc = fi_fabric(info->fabric_attr, fabric_.out(), nullptr)) {
     return provider_error("fi_fabric", rc);
@@ -209,8 +218,12 @@ Result<std::unique_ptr<domain::MemoryRegion>> FiDomain::register_memory(
   std::uint64_t flags_access = FI_WRITE | FI_READ | FI_SEND | FI_RECV;
   if (has_access(access, Access::remote_write)) flags_access |= FI_REMOTE_WRITE;
   if (has_access(access, Access::remote_read)) flags_access |= FI_REMOTE_READ;
-  const std::uint64_t requested_key =
-      (mr_mode_ & FI_MR_PROV_KEY) != 0 ? 0 : next_requested_key_++;
+  std::uint64_t requested_key = 0;
+  if ((mr_mode_ & FI_MR_PROV_KEY) == 0) {
+    do {
+      requested_key = next_requested_key_++ & key_mask_;
+    } while (requested_key == 0);
+  }
 
   Fid<fid_mr> mr;
   if (span.device.is_host()) {

@@ -77,7 +77,8 @@ class FiDomain final : public domain::Domain {
   std::vector<std::byte> address_;
   domain::Limits limits_;
   std::uint64_t mr_mode_ = 0;
-  std::uint64_t next_requested_key_ = 1;
+  std::uint64_t next_requested_key_ = 1;  // random from init(), see there
+  std::uint64_t key_mask_ = ~std::uint64_t{0};  // domain_attr->mr_key_size bytes
   // The peers in av_, their handles' generations and what is posted to each.
   AvEntries av_entries_;
   bool watch_peers_ = false;  // shm: whether each peer's process and endpoint are watched

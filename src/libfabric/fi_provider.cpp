@@ -4,6 +4,7 @@
 #include "libfabric/shm_leftovers.hpp"
 
 #include "common/log.hpp"
+#include "common/random.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -224,8 +225,7 @@ Result<InfoPtr> find_provider(const ProviderQuery& query) {
                   r.removed, r.bytes >> 20);
       }
     }
-    std::random_device rd;
-    shm_name = fmt::format("fl-{}-{:08x}{:08x}", ::getpid(), rd(), rd());
+    shm_name = fmt::format("fl-{}-{:016x}", ::getpid(), random_u64());
   }
   const char* node = is_ip_provider(prov)   ? query.bind_address.c_str()
                      : !shm_name.empty()    ? shm_name.c_str()
