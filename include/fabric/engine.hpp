@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fabric/channel.hpp"
+#include "fabric/peer_watch.hpp"
 #include "fabric/completion.hpp"
 #include "fabric/device.hpp"
 #include "fabric/domain_nic.hpp"
@@ -228,6 +229,13 @@ class TransferEngine {
   // max_message_size leaves after the header, or when this engine has submit_recvs pools.
   Result<Channel> channel(std::string name, ChannelCallback on_message,
                           const ChannelOptions& options = {});
+  // Watches whether `peer`'s engine still answers (fabric/peer_watch.hpp, docs/api.md "Peer
+  // liveness"): one ping stream per peer for all its watchers on this engine; on_change runs on
+  // the liveness thread at each change of state. invalid_argument for a peer of another
+  // provider or this engine itself, a bad interval, or an engine with submit_recvs pools (pings
+  // travel on channels); shutdown after stop().
+  Result<PeerWatch> watch_peer(const NetAddr& peer, PeerStateCallback on_change,
+                               const PeerWatchOptions& options = {});
   Status submit_single_write(const SingleWrite& request, OnDone on_done);
   Status submit_paged_writes(const PagedWrite& request, OnDone on_done);
   Status submit_imm(std::uint32_t imm, const MrDesc& dst, OnDone on_done);

@@ -269,6 +269,29 @@ class Channel:
     def __enter__(self) -> Self: ...
     def __exit__(self, *args: object) -> bool: ...
 
+class PeerWatch:
+    """The engine's liveness of one peer (Engine.watch_peer). Closed by close(), on leaving a with block, or when collected."""
+
+    @property
+    def state(self) -> str:
+        """ "alive" or "silent", as this watch last judged it."""
+
+    @property
+    def last_heard(self) -> float:
+        """When the engine last heard from the peer (or the watch began), on time.monotonic()'s clock (CLOCK_MONOTONIC, as the engine's steady clock)."""
+
+    @property
+    def silent_after(self) -> float:
+        """Seconds of silence after which this watch calls the peer silent."""
+
+    @property
+    def is_open(self) -> bool: ...
+    def close(self) -> None:
+        """Stops this watch: its callback is not called again; idempotent."""
+
+    def __enter__(self) -> Self: ...
+    def __exit__(self, *args: object) -> bool: ...
+
 class ImmCounter:
     """Pollable count of WRITE-with-immediate arrivals of one imm value (Engine.imm_counter)."""
 
@@ -401,6 +424,16 @@ class Engine:
         max_message_size: int = 0,
     ) -> Channel:
         """Opens the channel `name`: callback(message: memoryview, sender: NetAddr) runs on the callback thread for each message sent to it (the memoryview is valid only during the call); channel.send(sender, ...) answers. max_message_size 0: the most the engine's max_message_size leaves after the channel header. InvalidArgumentError naming the channel when it is open already."""
+
+    def watch_peer(
+        self,
+        peer: NetAddr,
+        callback: Callable[[NetAddr, str], object] | None = None,
+        *,
+        interval: float = 1.0,
+        silent_after: float = 0.0,
+    ) -> PeerWatch:
+        """Watches whether `peer`'s engine still answers: the engine pings it every `interval` seconds (one stream per peer for all its watchers) and callback(peer: NetAddr, state: str) runs on the liveness thread when it turns "silent" (nothing heard for silent_after seconds; 0: 2 intervals + request_timeout) or "alive" again. InvalidArgumentError for this engine itself or an engine on submit_recvs pools."""
 
     def metrics(self) -> dict[str, Any]:
         """A snapshot of what the engine has done, as a dict: requests (per kind: ok, failed, bytes_ok), peers (a list of the same per labelled peer, 'peer' its instance id in hex or 'other'; scatters and barriers not included), latency (buckets as (upper bound in s, cumulative count), count, sum_seconds; submit to completion), post_latency (the same, submit to last operation posted), in_flight, queue_depth, held_after_report, peers_known, peers_lost, registrations, registered_bytes, imms_received, messages_received, messages_unrouted, peers_fenced. fabric_lib.metrics exports it to Prometheus."""

@@ -24,6 +24,7 @@ void bind_metrics(pybind11::module_& m);          // metrics.cpp
 void bind_kv(pybind11::module_& m);               // kv_module.cpp
 void bind_moe(pybind11::module_& m);              // moe/module.cpp
 void bind_channel(pybind11::module_& m);          // channel.cpp
+void bind_peer_watch(pybind11::module_& m);       // peer_watch.cpp
 void bind_info(pybind11::module_& m);             // info.cpp
 }
 
@@ -67,6 +68,7 @@ PYBIND11_MODULE(_native, m) {
   auto moe = add_package_module(m, "_moe", "fabric_lib.moe._moe");
   bind_moe(moe);
   bind_channel(m);  // methods of Engine: after bind_engine
+  bind_peer_watch(m);
   bind_info(m);
   m.def(
       "library_threads",

@@ -5,6 +5,7 @@
 #include "common/log.hpp"
 #include "engine/channel_frame.hpp"
 #include "engine/engine_impl.hpp"
+#include "engine/peer_liveness.hpp"
 
 namespace fabric::engine {
 
@@ -24,15 +25,46 @@ thread_local const ChannelEntry* t_running = nullptr;
 Result<Channel> ChannelRouter::open(std::string name, ChannelCallback on_message,
                                     const ChannelOptions& options) {
   if (name.empty()) return Status{Errc::invalid_argument, "a channel needs a name"};
+  if (name.starts_with("fabric.")) {
+    return Status{Errc::invalid_argument,
+                  fmt::format("channel '{}': names starting with 'fabric.' are the engine's own",
+                              name)};
+  }
   if (!on_message) {
     return Status{Errc::invalid_argument, fmt::format("channel '{}' needs a callback", name)};
   }
   std::shared_lock engine_lock(engine_mutex_);
   if (impl_ == nullptr) return TransferEngine::Impl::shut();
-  TransferEngine::Impl& impl = *impl_;
-  TransferEngine::Impl::Entry gate(impl);
+  TransferEngine::Impl::Entry gate(*impl_);
   if (!gate.open()) return TransferEngine::Impl::shut();
+  auto made = make_entry(std::move(name), std::move(on_message), options);
+  if (!made) return made.status();
+  auto entry = std::move(made).value();
 
+  std::lock_guard lock(table_mutex_);
+  if (auto it = channels_.find(entry->id); it != channels_.end()) {
+    if (it->second->name == entry->name) {
+      return Status{Errc::invalid_argument,
+                    fmt::format("channel '{}' is already open on this engine", entry->name)};
+    }
+    return Status{Errc::invalid_argument,
+                  fmt::format("channel '{}' has the id of channel '{}', open on this engine "
+                              "(channel_id collision): pick another name",
+                              entry->name, it->second->name)};
+  }
+  if (!pool_posted_) {
+    if (auto st = post_pool_locked(); !st.ok()) return st;
+  }
+  channels_.emplace(entry->id, entry);
+  log::debug("channel '{}' open (id {:#018x})", entry->name, entry->id);
+  return Channel(shared_from_this(), std::move(entry));
+}
+
+// Under engine_mutex_ (shared), with impl_ set.
+Result<std::shared_ptr<ChannelEntry>> ChannelRouter::make_entry(std::string name,
+                                                                ChannelCallback on_message,
+                                                                const ChannelOptions& options) {
+  TransferEngine::Impl& impl = *impl_;
   auto entry = std::make_shared<ChannelEntry>();
   entry->name = std::move(name);
   entry->id = channel_id(entry->name);
@@ -55,24 +87,22 @@ Result<Channel> ChannelRouter::open(std::string name, ChannelCallback on_message
   }
   entry->max_payload = options.max_message_size != 0 ? options.max_message_size : room;
   entry->on_message = std::move(on_message);
+  return entry;
+}
 
+Result<std::shared_ptr<ChannelEntry>> ChannelRouter::liveness_channel() {
+  std::shared_lock engine_lock(engine_mutex_);
+  if (impl_ == nullptr) return TransferEngine::Impl::shut();
   std::lock_guard lock(table_mutex_);
-  if (auto it = channels_.find(entry->id); it != channels_.end()) {
-    if (it->second->name == entry->name) {
-      return Status{Errc::invalid_argument,
-                    fmt::format("channel '{}' is already open on this engine", entry->name)};
-    }
-    return Status{Errc::invalid_argument,
-                  fmt::format("channel '{}' has the id of channel '{}', open on this engine "
-                              "(channel_id collision): pick another name",
-                              entry->name, it->second->name)};
-  }
   if (!pool_posted_) {
     if (auto st = post_pool_locked(); !st.ok()) return st;
   }
-  channels_.emplace(entry->id, entry);
-  log::debug("channel '{}' open (id {:#018x})", entry->name, entry->id);
-  return Channel(shared_from_this(), std::move(entry));
+  return liveness_entry_;
+}
+
+void ChannelRouter::set_liveness(std::weak_ptr<PeerLiveness> service) {
+  std::lock_guard lock(liveness_mutex_);
+  liveness_ = std::move(service);
 }
 
 // The routed pool, posted with the first channel. Raw submit_recvs pools would take channel
@@ -100,6 +130,22 @@ Status ChannelRouter::post_pool_locked() {
       impl.config.control_timeout);
   if (!posted) return posted.status();
   pool_posted_ = true;
+  // Every engine on channels answers pings, so a peer is watched without a watcher of its own.
+  auto entry = make_entry(kLivenessChannel,
+                          [weak = weak_from_this()](const ChannelMessage& message) {
+                            auto self = weak.lock();
+                            if (!self) return;
+                            std::shared_ptr<PeerLiveness> service;
+                            {
+                              std::lock_guard lock(self->liveness_mutex_);
+                              service = self->liveness_.lock();
+                            }
+                            answer_liveness(*self, *self->liveness_entry_, message, service);
+                          },
+                          {});
+  if (!entry) return entry.status();
+  liveness_entry_ = std::move(entry).value();
+  channels_.emplace(liveness_entry_->id, liveness_entry_);
   return Status::success();
 }
 

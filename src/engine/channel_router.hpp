@@ -20,6 +20,8 @@
 
 namespace fabric::engine {
 
+class PeerLiveness;
+
 struct ChannelEntry {
   std::string name;
   std::uint64_t id = 0;
@@ -45,12 +47,19 @@ class ChannelRouter : public std::enable_shared_from_this<ChannelRouter> {
   void dispatch(std::span<const std::byte> bytes);
   // The engine stops: sends fail with shutdown from now on, also once it is gone.
   void detach() noexcept;
+  // The reserved channel "fabric.liveness" (peer_liveness.hpp), open with the routed pool, which
+  // this posts if no channel has yet: invalid_argument on an engine with submit_recvs pools.
+  Result<std::shared_ptr<ChannelEntry>> liveness_channel();
+  // Where answered pings and pongs report who was heard: the engine's PeerLiveness, once made.
+  void set_liveness(std::weak_ptr<PeerLiveness> service);
   // Messages dropped: for no open channel, or not channel-framed (EngineMetrics).
   [[nodiscard]] std::uint64_t unrouted() const noexcept {
     return unrouted_.load(std::memory_order_relaxed);
   }
 
  private:
+  Result<std::shared_ptr<ChannelEntry>> make_entry(std::string name, ChannelCallback on_message,
+                                                   const ChannelOptions& options);
   Status post_pool_locked();
   const NetAddr* sender_of(std::uint64_t instance, std::span<const std::byte> address);
   void drop(std::uint64_t channel, const char* why);
@@ -61,6 +70,10 @@ class ChannelRouter : public std::enable_shared_from_this<ChannelRouter> {
   std::mutex table_mutex_;
   std::unordered_map<std::uint64_t, std::shared_ptr<ChannelEntry>> channels_;
   bool pool_posted_ = false;
+  std::shared_ptr<ChannelEntry> liveness_entry_;  // in channels_ once the pool is posted
+
+  std::mutex liveness_mutex_;
+  std::weak_ptr<PeerLiveness> liveness_;
 
   // Callback thread only: decoded senders by instance id, channel ids already logged.
   std::unordered_map<std::uint64_t, NetAddr> peers_;

@@ -21,6 +21,12 @@ void TransferEngine::stop() {
   std::lock_guard lock(impl_->stop_mutex);
   if (impl_->stopped) return;
   impl_->stopped = true;
+  {
+    // Its pings go through the router, which refuses them from here on.
+    std::lock_guard liveness_lock(impl_->liveness_mutex);
+    impl_->liveness_closed = true;
+    if (impl_->liveness) impl_->liveness->stop();
+  }
   impl_->channels->detach();
   impl_->accepting.store(false, std::memory_order_seq_cst);
   while (impl_->entering.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();

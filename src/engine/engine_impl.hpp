@@ -18,6 +18,7 @@
 #include "engine/engine_shared.hpp"
 #include "engine/group_plan.hpp"
 #include "engine/imm_space.hpp"
+#include "engine/peer_liveness.hpp"
 #include "engine/validate.hpp"
 #include "engine/worker.hpp"
 #include "fabric/engine.hpp"
@@ -73,6 +74,10 @@ struct TransferEngine::Impl {
   // Open channels and their routed receive pool (TransferEngine::channel).
   std::shared_ptr<engine::ChannelRouter> channels = std::make_shared<engine::ChannelRouter>(*this);
   std::atomic<std::uint8_t> receive_mode{engine::kReceiveNone};
+  // Peer liveness (watch_peer), made on the first watch; its thread stops with the engine.
+  std::mutex liveness_mutex;
+  std::shared_ptr<engine::PeerLiveness> liveness;
+  bool liveness_closed = false;  // stop() began: no new service
 
   std::mutex counters_mutex;
   std::unordered_set<std::uint32_t> counter_imms;
