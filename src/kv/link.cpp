@@ -74,6 +74,11 @@ void Link::wake() {
   cv_.notify_all();
 }
 
+Result<PeerWatch> Link::watch(const NetAddr& peer) {
+  return engine_.watch_peer(
+      peer, [](const NetAddr&, PeerState) {}, {liveness_.heartbeat_interval, dead_after()});
+}
+
 Status Link::send(const NetAddr& to, const msg::Body& body,
                   std::function<void(const Status&)> on_sent) {
   const auto bytes = msg::encode(self_instance(), body);
@@ -82,7 +87,7 @@ Status Link::send(const NetAddr& to, const msg::Body& body,
 }
 
 void Link::run() {
-  // The ticker sends heartbeats and judges silence: it runs where the engine's threads do, never
+  // The ticker judges silence and deadlines: it runs where the engine's threads do, never
   // on the CPU of a host thread that created the Sender or Receiver and may spin there.
   const PlacedThread placed("fabric-kv-tick", engine_.thread_cpus().cpus);
   std::unique_lock lock(mutex_);

@@ -1,6 +1,7 @@
 #pragma once
 // What the Sender and Receiver share: the engine's channel "kv" (fabric/channel.hpp) decoded into
-// KV messages, sends on it, and a ticker thread that drives heartbeats and deadlines. Owners keep
+// KV messages, sends on it, the engine's liveness of their peers (watch), and a ticker thread
+// that judges silence and drives deadlines. Owners keep
 // their own peer tables. Other workloads on the engine receive on channels of their own.
 
 #include <atomic>
@@ -54,6 +55,10 @@ class Link {
   // SENDs body to `to`; on_sent (optional) gets the engine's result, on the callback thread.
   Status send(const NetAddr& to, const msg::Body& body,
               std::function<void(const Status&)> on_sent = {});
+
+  // The engine's liveness of `peer` (watch_peer) at this side's heartbeat interval and
+  // dead_after(); PeerLife::heard() reads it. Verdicts are the owner's, at its ticks.
+  Result<PeerWatch> watch(const NetAddr& peer);
 
   [[nodiscard]] TransferEngine& engine() noexcept { return engine_; }
   [[nodiscard]] std::uint64_t self_instance() const noexcept;

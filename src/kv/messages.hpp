@@ -76,6 +76,8 @@ struct CancelAck {
 struct Decline {
   std::string id;
 };
+// Not sent any more (the engine's watch_peer pings peers for every workload); an older peer's
+// is decoded and, as any message, only marks its sender heard.
 struct Heartbeat {};
 
 using Body = std::variant<Hello, HelloAck, Request, Accept, Reject, SenderDone, Cancel, CancelAck,

@@ -1,17 +1,19 @@
 #pragma once
 // The peers one side talks to, with what liveness needs of each: its address, when it was last
-// heard, whether it was declared dead. The Sender's peers are decoders (added by their HELLO),
+// heard (a KV message, or the engine's own liveness of it: TransferEngine::watch_peer, one ping
+// stream per peer for every workload on the engine), whether it was declared dead. The Sender's peers are decoders (added by their HELLO),
 // the Receiver's are prefill ranks (added by connect()). A peer keeps its index for the table's
 // life, also when it is replaced by a new epoch of the same instance.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <optional>
 #include <unordered_map>
 #include <vector>
 
+#include "fabric/peer_watch.hpp"
 #include "link.hpp"
-#include "outbox.hpp"
 
 namespace fabric::kv {
 
@@ -19,7 +21,12 @@ struct PeerLife {
   NetAddr addr;
   Clock::time_point last_seen{};
   bool alive = true;
-  bool joined = false;  // its handshake finished: heartbeats flow both ways from then on
+  bool joined = false;  // its handshake finished: it is watched from then on
+  PeerWatch watch;      // the engine's liveness of it (Link::watch), from its join
+  // The later of its last KV message and the engine's last answer from it.
+  [[nodiscard]] Clock::time_point heard() const noexcept {
+    return watch.is_open() ? std::max(last_seen, watch.last_heard()) : last_seen;
+  }
 };
 
 template <typename Peer>  // a PeerLife and what the side knows besides
@@ -60,20 +67,14 @@ class PeerTable {
     return i;
   }
 
-  // A tick: a heartbeat to every live joined peer but those silent past dead_after, for which
-  // on_silent(index) decides what their silence means (the Sender fails their transfers, the
-  // Receiver fences them).
+  // A tick: every live joined peer silent past dead_after goes to on_silent(index), which
+  // decides what its silence means (the Sender fails its transfers, the Receiver fences it). The
+  // engine pings the peers; nothing is sent from here.
   template <typename OnSilent>
-  void pulse(Outbox& out, Clock::time_point now, std::chrono::milliseconds dead_after,
-             OnSilent&& on_silent) {
+  void pulse(Clock::time_point now, std::chrono::milliseconds dead_after, OnSilent&& on_silent) {
     for (std::uint32_t i = 0; i < size(); ++i) {
       Peer& p = peers_[i];
-      if (!p.alive || !p.joined) continue;
-      if (now - p.last_seen > dead_after) {
-        on_silent(i);
-        continue;
-      }
-      out.send(p.addr, msg::Heartbeat{});
+      if (p.alive && p.joined && now - p.heard() > dead_after) on_silent(i);
     }
   }
 

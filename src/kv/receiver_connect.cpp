@@ -95,6 +95,12 @@ Result<std::uint32_t> Receiver::connect(const NetAddr& sender, std::chrono::mill
                                                         sender.describe(), timeout.count()));
   }
   s.last_seen = Clock::now();
+  if (auto w = im.link.watch(sender); w.ok()) {
+    s.watch = std::move(w).value();
+  } else {
+    spdlog::warn("fabric kv: prefill rank {} is judged by its KV messages only: {}",
+                 sender.describe(), w.status().to_string());
+  }
   return index;
 }
 

@@ -1,5 +1,5 @@
 // What the receiver does on a prefill rank's message, a request's completed count and a tick
-// (heartbeats, silent ranks, ranks that do not acknowledge a cancel).
+// (silent ranks, ranks that do not acknowledge a cancel).
 
 #include <fmt/format.h>
 
@@ -110,7 +110,7 @@ void Receiver::Impl::on_tick(Clock::time_point now) {
   {
     std::lock_guard lock(mutex);
     // A silent rank stays alive until fence() (outside the mutex) revokes its keys.
-    sources.pulse(a, now, link.dead_after(), [&](std::uint32_t s) {
+    sources.pulse(now, link.dead_after(), [&](std::uint32_t s) {
       to_fence.emplace_back(s, fmt::format("was silent for {} ms", link.dead_after().count()));
     });
     for (auto& [id, e] : entries) {

@@ -1,5 +1,4 @@
-// What the sender does on a decoder's message, a write's completion and a tick (heartbeats,
-// silent decoders, expired early requests, decoders that never asked).
+// What the sender does on a decoder's message, a write's completion and a tick (silent decoders, expired early requests, decoders that never asked).
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -30,6 +29,12 @@ void Sender::Impl::handle(Actions& a, std::uint64_t from, msg::Hello& h) {
   p.addr = h.from;
   p.last_seen = Clock::now();
   p.joined = true;
+  if (auto w = link.watch(h.from); w.ok()) {
+    p.watch = std::move(w).value();
+  } else {
+    spdlog::warn("fabric kv: decoder {} is judged by its KV messages only: {}", h.from.describe(),
+                 w.status().to_string());
+  }
   p.layout = std::move(h.layout);
   p.regions = std::move(h.regions);
   a.send(p.addr, msg::HelloAck{engine.main_address(), config.layout});
@@ -104,7 +109,7 @@ void Sender::Impl::on_tick(Clock::time_point now) {
   Actions a;
   {
     std::lock_guard lock(mutex);
-    peers.pulse(a, now, link.dead_after(), [&](std::uint32_t index) {
+    peers.pulse(now, link.dead_after(), [&](std::uint32_t index) {
       Peer& p = peers[index];
       p.alive = false;
       spdlog::warn("fabric kv: decoder {} silent for {} ms: its requests fail", p.addr.describe(),

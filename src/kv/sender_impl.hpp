@@ -139,7 +139,7 @@ struct Sender::Impl : std::enable_shared_from_this<Sender::Impl> {
   void handle(Actions& a, std::uint64_t from, msg::Cancel& c);
   void handle(Actions& a, std::uint64_t from, msg::Decline& d);
   template <typename T>
-  void handle(Actions&, std::uint64_t, T&) {}  // not for a sender (heartbeats only mark the peer)
+  void handle(Actions&, std::uint64_t, T&) {}  // not for a sender (any message marks the peer heard)
   void on_write_done(Transfer* t, const std::string& id, const Status& st);
   void on_tick(Clock::time_point now);
 

@@ -213,18 +213,20 @@ class Placement : public ::testing::Test {
         EXPECT_EQ(v.cpus, expected.to_string()) << t.name;
       }
     }
-    // Two engines: two workers, two callback threads, one watcher, two KV tickers.
+    // Two engines: two workers, two callback threads, one watcher, two KV tickers, and each
+    // engine's liveness thread (its KV side watches the other).
     EXPECT_EQ(seen["fabric-wk0"], 2);
     EXPECT_EQ(seen["fabric-cb"], 2);
     EXPECT_EQ(seen["fabric-watch"], 1);
     EXPECT_EQ(seen["fabric-kv-tick"], 2);
+    EXPECT_EQ(seen["fabric-live"], 2);
   }
 
   CpuSet cpus_;
 };
 
 TEST_F(Placement, ThreadsOfAnEngineCreatedOnAPinnedBusyCpuUseEveryCpuAndNoPeerGoesSilent) {
-  // 30 s: four times the default silence bound (2 heartbeats + request_timeout = 7 s).
+  // 30 s: four times the default silence bound (2 ping intervals + request_timeout = 7 s).
   run_pinned_host(30s, cpus_);
 }
 
