@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "fabric/channel.hpp"
-#include "fabric/peer_watch.hpp"
 #include "fabric/completion.hpp"
 #include "fabric/device.hpp"
 #include "fabric/domain_nic.hpp"
@@ -22,6 +21,7 @@
 #include "fabric/memory.hpp"
 #include "fabric/metrics.hpp"
 #include "fabric/net_addr.hpp"
+#include "fabric/peer_watch.hpp"
 #include "fabric/post_timing.hpp"
 #include "fabric/requests.hpp"
 #include "fabric/status.hpp"

@@ -8,8 +8,8 @@
 #include "backends/nic_choice.hpp"
 #include "backends/open_domains.hpp"
 #include "common/log.hpp"
-#include "engine/abandoned.hpp"
 #include "common/random.hpp"
+#include "engine/abandoned.hpp"
 #include "engine/engine_impl.hpp"
 
 namespace fabric {
