@@ -1,8 +1,8 @@
 #pragma once
 // What the Sender and Receiver share: the engine's channel "kv" (fabric/channel.hpp) decoded into
 // KV messages, sends on it, the engine's liveness of their peers (watch), and a ticker thread
-// that judges silence and drives deadlines. Owners keep
-// their own peer tables. Other workloads on the engine receive on channels of their own.
+// that judges silence and drives deadlines. Owners keep their own peer tables. Other workloads
+// on the engine receive on channels of their own.
 
 #include <atomic>
 #include <chrono>

@@ -1,9 +1,10 @@
 #pragma once
 // The peers one side talks to, with what liveness needs of each: its address, when it was last
 // heard (a KV message, or the engine's own liveness of it: TransferEngine::watch_peer, one ping
-// stream per peer for every workload on the engine), whether it was declared dead. The Sender's peers are decoders (added by their HELLO),
-// the Receiver's are prefill ranks (added by connect()). A peer keeps its index for the table's
-// life, also when it is replaced by a new epoch of the same instance.
+// stream per peer for every workload on the engine), whether it was declared dead. The Sender's
+// peers are decoders (added by their HELLO), the Receiver's are prefill ranks (added by
+// connect()). A peer keeps its index for the table's life, also when it is replaced by a new
+// epoch of the same instance.
 
 #include <algorithm>
 #include <chrono>
