@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# CI: the unit tests and the conformance suite on shm and tcp (real processes) under
+# CI: the unit tests and the conformance suite (with the channel and peer-liveness tests) on shm
+# and tcp (real processes) under
 # AddressSanitizer + UBSan, then under ThreadSanitizer.
 #
 # Both builds are -O2 (RelWithDebInfo): a sanitized Debug build ran these suites 2-3x slower and
@@ -32,7 +33,8 @@ for preset in fuzz tsan; do
   # shellcheck disable=SC2086  # the extra arguments are words
   cmake --preset "$preset" -DFABRIC_BUILD_TOOLS=OFF -DFABRIC_BUILD_PYTHON=OFF \
     -DFABRIC_ENABLE_CUDA=OFF ${configure_args[$preset]} >/dev/null
-  cmake --build --preset "$preset" -j "$jobs" --target fabric_unit_tests fabric_conformance_tests
+  cmake --build --preset "$preset" -j "$jobs" --target fabric_unit_tests fabric_conformance_tests \
+    fabric_channel_tests
   "build/$preset/tests/unit/fabric_unit_tests" --gtest_brief=1
   ctest --test-dir "build/$preset" -L conformance -R "$conformance" -E LargeWrite -j "$jobs" \
     --output-on-failure
