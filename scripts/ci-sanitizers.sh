@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # CI: the unit tests and the conformance suite (with the channel and peer-liveness tests) on shm
-# and tcp (real processes) under
-# AddressSanitizer + UBSan, then under ThreadSanitizer.
+# and tcp (real processes) under AddressSanitizer + UBSan, then under ThreadSanitizer.
 #
 # Both builds are -O2 (RelWithDebInfo): a sanitized Debug build ran these suites 2-3x slower and
 # took longer to compile, and CI must stay under 60 minutes on 2 cores. The source has no
