@@ -8,18 +8,27 @@ import json
 import sys
 
 
-def main():
-    if len(sys.argv) != 3:
-        print(__doc__, file=sys.stderr)
-        return 1
+def pyplot(who):
+    """matplotlib.pyplot on the Agg backend, or None after saying on stderr why `who` skips its
+    plot (tools/weights/ray_transport_plot.py uses it too)."""
     try:
         import matplotlib
         matplotlib.use("Agg")  # no display on CI or over ssh
         import matplotlib.pyplot as plt
     except ImportError:
-        print("fabric-bench plot: matplotlib is not installed for /usr/bin/python3 "
+        print(f"{who}: matplotlib is not installed for /usr/bin/python3 "
               "(Debian: apt-get install python3-matplotlib); skipping the plot",
               file=sys.stderr)
+        return None
+    return plt
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 1
+    plt = pyplot("fabric-bench plot")
+    if plt is None:
         return 2
 
     with open(sys.argv[1]) as f:

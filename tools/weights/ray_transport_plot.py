@@ -6,21 +6,19 @@ Usage: ray_transport_plot.py RESULTS.json OUT.png
 Exit 2 (with a message) when matplotlib is missing: the JSON stays the result.
 """
 import json
+import os
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+from plot import pyplot  # noqa: E402 - fabric-bench's plot script, beside this one's tools
 
 
 def main():
     if len(sys.argv) != 3:
         print(__doc__, file=sys.stderr)
         return 1
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")  # no display on CI or over ssh
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("ray_transport_plot: matplotlib is not installed (Debian: apt-get install python3-matplotlib)",
-              file=sys.stderr)
+    plt = pyplot("ray_transport_plot")
+    if plt is None:
         return 2
     with open(sys.argv[1]) as f:
         doc = json.load(f)
