@@ -24,6 +24,16 @@ thread_local const PeerWatchEntry* t_calling = nullptr;
 
 }  // namespace
 
+Clock::time_point last_heard(const PeerWatchEntry& entry) noexcept {
+  return std::max(from_ns(entry.peer->last_heard_ns.load(std::memory_order_relaxed)), entry.began);
+}
+
+std::chrono::milliseconds ping_interval(const PeerRecord& record) noexcept {
+  auto interval = std::chrono::milliseconds::max();
+  for (const auto& w : record.watchers) interval = std::min(interval, w->interval);
+  return interval;
+}
+
 PeerLiveness::PeerLiveness(std::shared_ptr<ChannelRouter> router,
                            std::shared_ptr<ChannelEntry> channel, CpuSet cpus,
                            std::chrono::milliseconds request_timeout)
@@ -110,9 +120,7 @@ void PeerLiveness::stop() noexcept {
 std::chrono::milliseconds PeerLiveness::tick_interval_locked() const {
   // A quarter of the shortest interval asked for: pings and verdicts are on time within that.
   auto shortest = std::chrono::milliseconds(1000);
-  for (const auto& [instance, record] : peers_) {
-    for (const auto& w : record->watchers) shortest = std::min(shortest, w->interval);
-  }
+  for (const auto& [instance, record] : peers_) shortest = std::min(shortest, ping_interval(*record));
   return std::max(std::chrono::milliseconds(1), shortest / 4);
 }
 
@@ -120,9 +128,8 @@ std::vector<std::pair<std::shared_ptr<PeerWatchEntry>, PeerState>> PeerLiveness:
     Clock::time_point now) {
   std::vector<std::pair<std::shared_ptr<PeerWatchEntry>, PeerState>> changes;
   for (auto& [instance, record] : peers_) {
-    const auto heard = from_ns(record->last_heard_ns.load(std::memory_order_relaxed));
     for (const auto& w : record->watchers) {
-      const auto since = now - std::max(heard, w->began);
+      const auto since = now - last_heard(*w);
       const PeerState state = since > w->silent_after ? PeerState::silent : PeerState::alive;
       if (state != w->state.load(std::memory_order_relaxed)) {
         w->state.store(state, std::memory_order_relaxed);
@@ -130,9 +137,7 @@ std::vector<std::pair<std::shared_ptr<PeerWatchEntry>, PeerState>> PeerLiveness:
       }
     }
     if (now < record->next_ping || record->ping_in_flight.load(std::memory_order_acquire)) continue;
-    auto interval = std::chrono::milliseconds::max();
-    for (const auto& w : record->watchers) interval = std::min(interval, w->interval);
-    record->next_ping = now + interval;
+    record->next_ping = now + ping_interval(*record);
     record->ping_in_flight.store(true, std::memory_order_release);
     std::weak_ptr<PeerRecord> weak = record;
     const auto st = router_->send(*channel_, record->addr, std::span(&kPing, 1),
@@ -215,9 +220,7 @@ PeerState PeerWatch::state() const noexcept {
 }
 
 std::chrono::steady_clock::time_point PeerWatch::last_heard() const noexcept {
-  if (!entry_) return {};
-  const auto heard = engine::from_ns(entry_->peer->last_heard_ns.load(std::memory_order_relaxed));
-  return std::max(heard, entry_->began);
+  return entry_ ? engine::last_heard(*entry_) : std::chrono::steady_clock::time_point{};
 }
 
 std::chrono::milliseconds PeerWatch::silent_after() const noexcept {

@@ -48,6 +48,11 @@ struct PeerRecord {
   std::vector<std::shared_ptr<PeerWatchEntry>> watchers;  // under PeerLiveness::mutex_
 };
 
+// The later of the peer's last ping or answer and the watch's start: what silence counts from.
+[[nodiscard]] std::chrono::steady_clock::time_point last_heard(const PeerWatchEntry& entry) noexcept;
+// The shortest interval of a peer's watchers (under PeerLiveness::mutex_): how often it is pinged.
+[[nodiscard]] std::chrono::milliseconds ping_interval(const PeerRecord& record) noexcept;
+
 class PeerLiveness : public std::enable_shared_from_this<PeerLiveness> {
  public:
   PeerLiveness(std::shared_ptr<ChannelRouter> router, std::shared_ptr<ChannelEntry> channel,

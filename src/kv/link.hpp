@@ -57,7 +57,7 @@ class Link {
               std::function<void(const Status&)> on_sent = {});
 
   // The engine's liveness of `peer` (watch_peer) at this side's heartbeat interval and
-  // dead_after(); PeerLife::heard() reads it. Verdicts are the owner's, at its ticks.
+  // dead_after(); PeerLife::last_heard() reads it. Verdicts are the owner's, at its ticks.
   Result<PeerWatch> watch(const NetAddr& peer);
 
   [[nodiscard]] TransferEngine& engine() noexcept { return engine_; }

@@ -25,7 +25,7 @@ struct PeerLife {
   bool joined = false;  // its handshake finished: it is watched from then on
   PeerWatch watch;      // the engine's liveness of it (Link::watch), from its join
   // The later of its last KV message and the engine's last answer from it.
-  [[nodiscard]] Clock::time_point heard() const noexcept {
+  [[nodiscard]] Clock::time_point last_heard() const noexcept {
     return watch.is_open() ? std::max(last_seen, watch.last_heard()) : last_seen;
   }
 };
@@ -75,7 +75,7 @@ class PeerTable {
   void pulse(Clock::time_point now, std::chrono::milliseconds dead_after, OnSilent&& on_silent) {
     for (std::uint32_t i = 0; i < size(); ++i) {
       Peer& p = peers_[i];
-      if (p.alive && p.joined && now - p.heard() > dead_after) on_silent(i);
+      if (p.alive && p.joined && now - p.last_heard() > dead_after) on_silent(i);
     }
   }
 

@@ -66,8 +66,8 @@ TEST(KvPeerTable, PulseReportsLiveJoinedPeersSilentPastTheBoundAndSendsNothing) 
   std::vector<std::uint32_t> silent;
   peers.pulse(now, std::chrono::milliseconds(6000), [&](std::uint32_t i) { silent.push_back(i); });
   EXPECT_EQ(silent, std::vector<std::uint32_t>{1});
-  // Without an engine watch, heard() is the last KV message.
-  EXPECT_EQ(peers[1].heard(), now - 10s);
+  // Without an engine watch, last_heard() is the last KV message.
+  EXPECT_EQ(peers[1].last_heard(), now - 10s);
 }
 
 }  // namespace

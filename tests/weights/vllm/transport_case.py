@@ -101,8 +101,9 @@ def run(check: Any, get: Any, started: list, call_s: float) -> None:
     producer, consumer = Producer.remote(1), Consumer.remote()
     started += [producer, consumer]
     expected = get(producer.digest.remote())
-    payload = sum(t.numel() * t.element_size() for t in _tensors(1))
-    nonempty = sum(1 for t in _tensors(1) if t.numel() > 0)
+    sent = _tensors(1)  # what the producer holds
+    payload = sum(t.numel() * t.element_size() for t in sent)
+    nonempty = sum(1 for t in sent if t.numel() > 0)
 
     r = get(consumer.receive.remote(producer.tensors.remote()))  # the consumer's engine opens here
     check(r["digest"] == expected, "transport: an actor method's tensors arrive byte for byte (float32, bf16, int64, empty)")
